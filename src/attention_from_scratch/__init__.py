@@ -1,0 +1,90 @@
+"""Attention from Scratch: the reference implementation behind the course.
+
+Each module mirrors a chapter of the book:
+
+========================  ==========================================================
+module                    chapter
+========================  ==========================================================
+``simplified``            1. Simplified attention (no trainable weights)
+``trainable``             2. Trainable queries, keys and values
+``causal``                3. Causal attention and dropout (and cross-attention)
+``multihead``             4. Multi-head attention
+``word_vectors``          4. GloVe word vectors without torchtext
+``layout``                5. Tensor layout: view, transpose, contiguous
+``plotting``              figures for every chapter (imports matplotlib on first use)
+========================  ==========================================================
+
+Dimension names, used in every docstring and shape comment: ``b`` batch, ``t`` tokens
+(queries), ``s`` key/value tokens, ``h`` heads, ``d_in`` input size, ``d_out`` output size,
+``d_h`` size of one head.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .causal import CausalAttention, CrossAttention, causal_mask
+from .device import pick_device
+from .layout import Layout, describe_layout, merge_heads, split_heads
+from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper, WideMultiHeadAttention
+from .simplified import (
+    simplified_attention,
+    simplified_attention_loop,
+    softmax_naive,
+    softmax_stable,
+)
+from .toy import TOY_TOKENS, toy_sentence
+from .trainable import SelfAttentionV1, SelfAttentionV2
+from .word_vectors import (
+    CorruptDownloadError,
+    GloVe,
+    WordVectorsUnavailable,
+    load_glove,
+    read_word_vectors,
+)
+
+if TYPE_CHECKING:
+    from .plotting import plot_attention, plot_attention_heads, plot_layout
+
+__version__ = "0.1.0"
+
+# Plotting needs matplotlib, which is slow to import; load it only when a plot is asked for.
+_LAZY = {"plot_attention", "plot_attention_heads", "plot_layout"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(".plotting", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "TOY_TOKENS",
+    "CausalAttention",
+    "CorruptDownloadError",
+    "CrossAttention",
+    "GloVe",
+    "Layout",
+    "MultiHeadAttention",
+    "MultiHeadAttentionWrapper",
+    "SelfAttentionV1",
+    "SelfAttentionV2",
+    "WideMultiHeadAttention",
+    "WordVectorsUnavailable",
+    "causal_mask",
+    "describe_layout",
+    "load_glove",
+    "merge_heads",
+    "pick_device",
+    "plot_attention",
+    "plot_attention_heads",
+    "plot_layout",
+    "read_word_vectors",
+    "simplified_attention",
+    "simplified_attention_loop",
+    "softmax_naive",
+    "softmax_stable",
+    "split_heads",
+    "toy_sentence",
+]

@@ -1,0 +1,117 @@
+"""Argument checks shared by every module.
+
+Each check raises ``TypeError`` when a value has the wrong type and ``ValueError`` when it has the
+right type but an unusable value. Messages name the argument and read "expected X, got Y", so a
+learner sees what to change without reading a traceback from deep inside torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Return ``value`` if it is an ``int`` greater than zero."""
+    # bool is a subclass of int, but `num_heads=True` is never what a learner meant.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected a positive int, got {type(value).__name__} {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name}: expected a positive int, got {value}")
+    return value
+
+
+def check_dropout(value: object, name: str = "dropout") -> float:
+    """Return ``value`` as a float if it is a probability in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a float in [0, 1), got {type(value).__name__} {value!r}")
+    # p = 1 would drop everything and scale by 1 / (1 - p) = infinity.
+    if not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"{name}: expected a float in [0, 1), got {value}")
+    return float(value)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a ``bool``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_divisible(d_out: int, num_heads: int) -> int:
+    """Return the head size ``d_out // num_heads``, which must leave no remainder."""
+    if d_out % num_heads:
+        raise ValueError(
+            f"d_out: expected a multiple of num_heads={num_heads} so that every head gets "
+            f"the same size, got d_out={d_out} (remainder {d_out % num_heads})"
+        )
+    return d_out // num_heads
+
+
+def check_tensor(
+    name: str,
+    x: object,
+    *,
+    ranks: Sequence[int],
+    shape_names: Sequence[str],
+    last_dim: int | None = None,
+    last_dim_name: str = "d_in",
+    max_tokens: int | None = None,
+    like: nn.Module | None = None,
+) -> torch.Tensor:
+    """Check an input tensor and return it unchanged.
+
+    Args:
+        name: the argument's name, used in messages.
+        x: the value to check.
+        ranks: the accepted numbers of dimensions, e.g. ``(2, 3)``.
+        shape_names: a readable shape for each accepted rank, e.g. ``("(t, d_in)", ...)``.
+        last_dim: the required size of the last dimension, or ``None`` for any size.
+        last_dim_name: what the last dimension is called in messages.
+        max_tokens: the largest allowed size of the token dimension (second to last).
+        like: a module whose parameters fix the expected device and dtype.
+    """
+    expected_shapes = " or ".join(shape_names)
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"{name}: expected a torch.Tensor of shape {expected_shapes}, got {type(x).__name__}"
+        )
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{name}: expected a floating-point tensor (e.g. torch.float32), got {x.dtype}; "
+            f"convert it with {name}.float()"
+        )
+    if x.dim() not in ranks:
+        raise ValueError(
+            f"{name}: expected a tensor of shape {expected_shapes}, "
+            f"got {x.dim()} dimension(s) with shape {tuple(x.shape)}"
+        )
+    if last_dim is not None and x.shape[-1] != last_dim:
+        raise ValueError(
+            f"{name}: expected the last dimension to be {last_dim_name}={last_dim}, "
+            f"got shape {tuple(x.shape)}"
+        )
+    if x.dim() >= 2 and x.shape[-2] == 0:
+        raise ValueError(f"{name}: expected at least one token, got shape {tuple(x.shape)}")
+    if max_tokens is not None and x.shape[-2] > max_tokens:
+        raise ValueError(
+            f"{name}: expected at most context_length={max_tokens} tokens, "
+            f"got {x.shape[-2]} (shape {tuple(x.shape)}); build the module with a larger "
+            f"context_length"
+        )
+    if like is not None:
+        param = next(like.parameters(), None)
+        if param is not None:
+            if x.device != param.device:
+                raise ValueError(
+                    f"{name}: expected a tensor on the module's device {param.device}, "
+                    f"got {x.device}; move one with .to(device)"
+                )
+            if x.dtype != param.dtype:
+                raise TypeError(
+                    f"{name}: expected dtype {param.dtype} like the module's weights, "
+                    f"got {x.dtype}; convert with .to({param.dtype})"
+                )
+    return x

@@ -1,0 +1,174 @@
+"""Chapter 3: hiding the future with a causal mask, dropout, and cross-attention.
+
+Dimension names used here: ``b`` batch, ``t`` query tokens, ``s`` key/value tokens (``s = t``
+in self-attention), ``d_in`` input size, ``d_out`` size of queries, keys, values and outputs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import (
+    check_bool,
+    check_dropout,
+    check_positive_int,
+    check_tensor,
+)
+
+
+def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Return the boolean mask that hides the future: ``True`` strictly above the diagonal.
+
+    Entry ``(i, j)`` is ``True`` when token ``j`` comes after token ``i``, i.e. when query ``i``
+    must not see key ``j``. It is ``torch.triu(ones, diagonal=1)``: ``diagonal=1`` keeps the
+    diagonal visible, because a token may always attend to itself.
+
+    Args:
+        num_tokens: the number of tokens ``t``.
+        device: where to build the mask (use the device of the scores it will mask).
+
+    Returns:
+        A ``torch.bool`` tensor of shape ``(t, t)``.
+
+    Introduced in chapter 3.
+    """
+    num_tokens = check_positive_int("num_tokens", num_tokens)
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    return torch.triu(ones, diagonal=1)  # (t, t)
+
+
+class CausalAttention(nn.Module):
+    """Single-head self-attention in which each token sees only itself and earlier tokens.
+
+    The scores above the diagonal are set to ``-inf`` before softmax, so their weights are
+    exactly zero and every row still sums to one. Dropout is then applied to the weights during
+    training. The mask is a non-persistent buffer: it follows the module across ``.to(device)``
+    but is not saved in the ``state_dict``, because it can always be rebuilt.
+
+    Args:
+        d_in: size of each input embedding.
+        d_out: size of each query, key, value and output vector.
+        context_length: the largest number of tokens the module accepts.
+        dropout: probability of zeroing an attention weight during training, in [0, 1).
+        qkv_bias: add a learnable bias to the query, key and value projections.
+
+    Shape:
+        - Input: ``(b, t, d_in)`` with ``t <= context_length``.
+        - Output: ``(b, t, d_out)``; with ``return_weights=True`` also the attention weights
+          actually applied (after dropout), ``(b, t, t)``.
+
+    Introduced in chapter 3.
+    """
+
+    mask: torch.Tensor
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        qkv_bias: bool = False,
+    ) -> None:
+        super().__init__()
+        self.d_in = check_positive_int("d_in", d_in)
+        self.d_out = check_positive_int("d_out", d_out)
+        self.context_length = check_positive_int("context_length", context_length)
+        dropout = check_dropout(dropout)
+        check_bool("qkv_bias", qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", causal_mask(context_length), persistent=False)
+
+    def forward(
+        self, x: torch.Tensor, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        x = check_tensor(
+            "x",
+            x,
+            ranks=(3,),
+            shape_names=("(b, t, d_in)",),
+            last_dim=self.d_in,
+            max_tokens=self.context_length,
+            like=self,
+        )
+        return_weights = check_bool("return_weights", return_weights)
+        num_tokens = x.shape[1]
+        queries = self.W_query(x)  # (b, t, d_out)
+        keys = self.W_key(x)  # (b, t, d_out)
+        values = self.W_value(x)  # (b, t, d_out)
+        scores = queries @ keys.transpose(1, 2)  # (b, t, t)
+        # Slice the stored mask: a shorter input only needs its top-left corner.
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], float("-inf"))
+        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, t, t)
+        weights = self.dropout(weights)
+        context = weights @ values  # (b, t, d_out)
+        return (context, weights) if return_weights else context
+
+    def extra_repr(self) -> str:
+        return f"d_in={self.d_in}, d_out={self.d_out}, context_length={self.context_length}"
+
+
+class CrossAttention(nn.Module):
+    """Attention in which the queries come from one sequence and the keys and values from another.
+
+    A decoder that translates English into French, say, lets each French token (a query) look
+    at all English tokens (keys and values). Nothing is masked: the whole source is known.
+
+    Args:
+        d_in: size of each embedding of the query sequence ``x``.
+        d_context: size of each embedding of the source sequence ``context``.
+        d_out: size of each query, key, value and output vector.
+        qkv_bias: add a learnable bias to the three projections.
+
+    Shape:
+        - Input: ``x`` of shape ``(b, t, d_in)`` and ``context`` of shape ``(b, s, d_context)``.
+        - Output: ``(b, t, d_out)``; with ``return_weights=True`` also the attention weights,
+          ``(b, t, s)``.
+
+    Introduced in chapter 3.
+    """
+
+    def __init__(self, d_in: int, d_context: int, d_out: int, qkv_bias: bool = False) -> None:
+        super().__init__()
+        self.d_in = check_positive_int("d_in", d_in)
+        self.d_context = check_positive_int("d_context", d_context)
+        self.d_out = check_positive_int("d_out", d_out)
+        check_bool("qkv_bias", qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_context, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_context, d_out, bias=qkv_bias)
+
+    def forward(
+        self, x: torch.Tensor, context: torch.Tensor, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        x = check_tensor(
+            "x", x, ranks=(3,), shape_names=("(b, t, d_in)",), last_dim=self.d_in, like=self
+        )
+        context = check_tensor(
+            "context",
+            context,
+            ranks=(3,),
+            shape_names=("(b, s, d_context)",),
+            last_dim=self.d_context,
+            last_dim_name="d_context",
+            like=self,
+        )
+        if context.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"context: expected the same batch size as x ({x.shape[0]}), got {context.shape[0]}"
+            )
+        return_weights = check_bool("return_weights", return_weights)
+        queries = self.W_query(x)  # (b, t, d_out)
+        keys = self.W_key(context)  # (b, s, d_out)
+        values = self.W_value(context)  # (b, s, d_out)
+        scores = queries @ keys.transpose(1, 2)  # (b, t, s)
+        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, t, s)
+        out = weights @ values  # (b, t, d_out)
+        return (out, weights) if return_weights else out
+
+    def extra_repr(self) -> str:
+        return f"d_in={self.d_in}, d_context={self.d_context}, d_out={self.d_out}"

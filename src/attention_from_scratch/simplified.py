@@ -1,0 +1,127 @@
+"""Chapter 1: attention with no trainable weights.
+
+Every token is compared with every other token by a dot product, the scores are normalised into
+weights with softmax, and each token's context vector is the weighted sum of all the tokens.
+
+Dimension names used here: ``b`` batch, ``t`` tokens, ``d`` embedding size.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_bool, check_tensor
+
+
+def _check_dim(x: torch.Tensor, dim: object) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim: expected an int, got {type(dim).__name__} {dim!r}")
+    if not -x.dim() <= dim < max(x.dim(), 1):
+        raise ValueError(
+            f"dim: expected a dimension in [{-x.dim()}, {x.dim() - 1}] for a tensor of shape "
+            f"{tuple(x.shape)}, got {dim}"
+        )
+    return dim
+
+
+def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax written straight from its formula, ``exp(x) / sum(exp(x))``.
+
+    It is correct for small scores but overflows for large ones: ``exp(89.0)`` is already
+    infinite in float32, so the result becomes ``nan``. Use :func:`softmax_stable` (or
+    ``torch.softmax``) in real code.
+
+    Args:
+        x: scores, a floating tensor of any shape.
+        dim: the dimension whose entries should sum to one.
+
+    Returns:
+        A tensor of the same shape as ``x`` whose entries along ``dim`` are positive and sum to 1.
+
+    Introduced in chapter 1.
+    """
+    x = check_tensor("x", x, ranks=range(0, 64), shape_names=("any shape",))
+    dim = _check_dim(x, dim)
+    exp = torch.exp(x)
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax that cannot overflow: subtract the largest score before exponentiating.
+
+    Softmax does not change when the same number is subtracted from every score, because the
+    factor ``exp(-m)`` cancels between numerator and denominator. With ``m`` the maximum, every
+    exponent is at most 0, so every ``exp`` is at most 1.
+
+    Args:
+        x: scores, a floating tensor of any shape.
+        dim: the dimension whose entries should sum to one.
+
+    Returns:
+        A tensor of the same shape as ``x``, equal to ``torch.softmax(x, dim)``.
+
+    Introduced in chapter 1.
+    """
+    x = check_tensor("x", x, ranks=range(0, 64), shape_names=("any shape",))
+    dim = _check_dim(x, dim)
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    exp = torch.exp(shifted)
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def simplified_attention_loop(
+    inputs: torch.Tensor, return_weights: bool = False
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Parameter-free self-attention computed one dot product at a time.
+
+    This is the slow, explicit version of :func:`simplified_attention`: two nested loops fill the
+    score matrix, softmax turns each row into weights, and a third loop sums the weighted
+    inputs. It exists to be read, not to be fast.
+
+    Args:
+        inputs: token embeddings of shape ``(t, d)``.
+        return_weights: also return the attention weights.
+
+    Returns:
+        The context vectors, shape ``(t, d)``; with ``return_weights=True`` also the attention
+        weights, shape ``(t, t)``, where row ``i`` holds how much token ``i`` attends to each
+        token.
+
+    Introduced in chapter 1.
+    """
+    inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d)",))
+    return_weights = check_bool("return_weights", return_weights)
+    num_tokens = inputs.shape[0]
+    scores = torch.empty(num_tokens, num_tokens, dtype=inputs.dtype, device=inputs.device)
+    for i, x_i in enumerate(inputs):
+        for j, x_j in enumerate(inputs):
+            scores[i, j] = torch.dot(x_i, x_j)
+    weights = torch.softmax(scores, dim=-1)  # (t, t)
+    context = torch.zeros_like(inputs)  # (t, d)
+    for i in range(num_tokens):
+        for j, x_j in enumerate(inputs):
+            context[i] += weights[i, j] * x_j
+    return (context, weights) if return_weights else context
+
+
+def simplified_attention(
+    inputs: torch.Tensor, return_weights: bool = False
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Parameter-free self-attention in matrix form: ``softmax(X X^T) X``.
+
+    Args:
+        inputs: token embeddings of shape ``(t, d)`` or ``(b, t, d)``.
+        return_weights: also return the attention weights.
+
+    Returns:
+        The context vectors, the same shape as ``inputs``; with ``return_weights=True`` also
+        the attention weights, shape ``(t, t)`` or ``(b, t, t)``.
+
+    Introduced in chapter 1.
+    """
+    inputs = check_tensor("inputs", inputs, ranks=(2, 3), shape_names=("(t, d)", "(b, t, d)"))
+    return_weights = check_bool("return_weights", return_weights)
+    scores = inputs @ inputs.transpose(-2, -1)  # (b, t, t)
+    weights = torch.softmax(scores, dim=-1)  # (b, t, t)
+    context = weights @ inputs  # (b, t, d)
+    return (context, weights) if return_weights else context

@@ -1,0 +1,412 @@
+"""Chapter 4: pre-trained GloVe word vectors, without torchtext.
+
+torchtext is no longer developed and fails to import beside recent torch releases, so this
+module offers the part of its interface that the course uses::
+
+    from attention_from_scratch import GloVe   # instead of: from torchtext.vocab import GloVe
+    glove = GloVe(name="6B", dim=50)
+    glove["cat"]                               # a (50,) tensor; zeros for an unknown word
+
+The vectors are the same GloVe 6B vectors (Wikipedia 2014 + Gigaword 5, 400,000 words), taken
+from the gensim-data mirror, which ships each size on its own (69 MB for 50 dimensions) instead
+of the 822 MB Stanford zip. Files are checked against their published MD5 sum and written
+atomically, so an interrupted or corrupt download never leaves a half-written file behind.
+
+Where the vectors cannot be had (no network, say), :func:`load_glove` can return a clearly
+labelled stand-in with the same interface and shapes, so the chapter still runs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import warnings
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+#: Environment variable naming the folder where downloaded vectors are kept.
+CACHE_ENV = "ATTENTION_FROM_SCRATCH_CACHE"
+#: Environment variable that, set to 1, forbids downloads (the stand-in is used instead).
+OFFLINE_ENV = "ATTENTION_FROM_SCRATCH_OFFLINE"
+
+_MIRROR = "https://github.com/RaRe-Technologies/gensim-data/releases/download"
+
+
+@dataclass(frozen=True)
+class VectorSource:
+    """Where one file of word vectors comes from and how to recognise it.
+
+    Attributes:
+        url: the address to download from.
+        file_name: the name the file is stored under in the cache folder.
+        known_hash: ``"md5:<hex>"`` or ``"sha256:<hex>"``, or ``None`` to skip the check.
+        size: the expected size in bytes, or ``None`` when unknown.
+    """
+
+    url: str
+    file_name: str
+    known_hash: str | None
+    size: int | None = None
+
+
+# MD5 sums and sizes as published in gensim-data's list.json.
+GLOVE_6B_SOURCES: dict[int, VectorSource] = {
+    dim: VectorSource(
+        url=f"{_MIRROR}/glove-wiki-gigaword-{dim}/glove-wiki-gigaword-{dim}.gz",
+        file_name=f"glove-wiki-gigaword-{dim}.gz",
+        known_hash=f"md5:{md5}",
+        size=size,
+    )
+    for dim, md5, size in (
+        (50, "c289bc5d7f2f02c6dc9f2f9b67641813", 69182535),
+        (100, "40ec481866001177b8cd4cb0df92924f", 134300434),
+        (200, "59652db361b7a87ee73834a6c391dfc1", 264336934),
+        (300, "29e9329ac2241937d55b852e8284e89b", 394362229),
+    )
+}
+
+
+class WordVectorsUnavailable(RuntimeError):
+    """The vectors are not in the cache and could not be downloaded (offline, say)."""
+
+
+class CorruptDownloadError(RuntimeError):
+    """A download finished but did not match its expected size or hash; nothing was kept."""
+
+
+def default_cache_dir() -> Path:
+    """Return the folder for downloaded vectors.
+
+    It is ``$ATTENTION_FROM_SCRATCH_CACHE`` when that is set, else the user cache folder of
+    the operating system (e.g. ``~/.cache/attention-from-scratch`` on Linux).
+    """
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    import pooch
+
+    return Path(pooch.os_cache("attention-from-scratch"))
+
+
+def _manual_placement_help(source: VectorSource, folder: Path) -> str:
+    return (
+        f"To use the vectors without a network, download {source.url} on another machine and "
+        f"copy it to {folder / source.file_name} (or set {CACHE_ENV} to the folder that holds "
+        f"it). The Stanford file glove.6B.<dim>d.txt, from the glove.6B.zip archive, placed "
+        f"in the same folder works too."
+    )
+
+
+def download(
+    source: VectorSource,
+    folder: str | os.PathLike[str] | None = None,
+    *,
+    progress: bool = True,
+    timeout: float = 30.0,
+) -> Path:
+    """Download ``source`` into ``folder`` unless a verified copy is already there.
+
+    The file is streamed into a temporary file beside its final place and moved there only
+    after its size and hash have been checked, so an interrupted or corrupt download leaves
+    nothing half-written.
+
+    Args:
+        source: what to download.
+        folder: the cache folder (default: :func:`default_cache_dir`).
+        progress: show a tqdm progress bar.
+        timeout: seconds to wait for the server before giving up.
+
+    Returns:
+        The path of the verified file.
+
+    Raises:
+        WordVectorsUnavailable: the server could not be reached, or downloads are disabled
+            with ``ATTENTION_FROM_SCRATCH_OFFLINE=1``; the message says how to place the
+            file by hand.
+        CorruptDownloadError: the downloaded bytes did not match the expected size or hash.
+
+    Introduced in chapter 4.
+    """
+    import pooch
+    import requests
+
+    folder = Path(folder) if folder is not None else default_cache_dir()
+    target = folder / source.file_name
+    if os.environ.get(OFFLINE_ENV, "") not in ("", "0") and not target.exists():
+        raise WordVectorsUnavailable(
+            f"{OFFLINE_ENV} is set, so {source.file_name} is not downloaded. "
+            + _manual_placement_help(source, folder)
+        )
+    downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
+    try:
+        path = Path(
+            pooch.retrieve(
+                source.url,
+                known_hash=source.known_hash,
+                fname=source.file_name,
+                path=folder,
+                downloader=downloader,
+                progressbar=progress,
+            )
+        )
+    except ValueError as error:  # pooch's hash mismatch; its temporary file is already gone
+        raise CorruptDownloadError(
+            f"the download of {source.url} did not match its expected hash "
+            f"({source.known_hash}); nothing was saved. Try again. "
+            + _manual_placement_help(source, folder)
+        ) from error
+    except (requests.exceptions.RequestException, OSError) as error:
+        if target.exists():
+            raise
+        raise WordVectorsUnavailable(
+            f"could not download {source.url} ({type(error).__name__}: {error}); nothing was "
+            f"saved. " + _manual_placement_help(source, folder)
+        ) from error
+    if source.size is not None and path.stat().st_size != source.size:
+        size = path.stat().st_size
+        path.unlink()
+        raise CorruptDownloadError(
+            f"{path.name}: expected {source.size} bytes, got {size}; the file was removed"
+        )
+    return path
+
+
+def read_word_vectors(
+    path: str | os.PathLike[str], max_vectors: int | None = None
+) -> tuple[list[str], torch.Tensor]:
+    """Read word vectors stored as text, in GloVe or word2vec format, optionally gzipped.
+
+    Both formats have one word per line followed by its numbers, separated by spaces; the
+    word2vec format adds a first line with the number of words and the dimension, which is
+    recognised and checked.
+
+    Args:
+        path: a ``.txt`` file, or a ``.gz`` file holding one.
+        max_vectors: read only the first this many words (the most frequent ones in GloVe).
+
+    Returns:
+        ``(itos, vectors)``: the words in file order, and a float32 tensor of shape
+        ``(num_words, dim)``.
+
+    Raises:
+        ValueError: a line has the wrong number of values, or the header disagrees with the
+            data; the message gives the line number.
+
+    Introduced in chapter 4.
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    header: tuple[int, int] | None = None
+    first = lines[0].split() if lines else []
+    if len(first) == 2 and all(part.isdigit() for part in first):
+        header = (int(first[0]), int(first[1]))
+        lines = lines[1:]
+    lines = [line for line in lines if line.strip()]
+    if max_vectors is not None:
+        lines = lines[:max_vectors]
+    if not lines:
+        raise ValueError(f"{path}: expected at least one word vector, found none")
+    itos: list[str] = []
+    rows: list[str] = []
+    for line in lines:
+        word, _, numbers = line.rstrip().partition(" ")
+        itos.append(word)
+        rows.append(numbers)
+    dim = len(rows[0].split())
+    flat = np.array(" ".join(rows).split(), dtype=np.float32)
+    if flat.size != dim * len(rows):
+        for number, row in enumerate(rows, start=2 if header else 1):
+            if len(row.split()) != dim:
+                raise ValueError(
+                    f"{path}, line {number}: expected {dim} numbers after the word, "
+                    f"got {len(row.split())}"
+                )
+    if header is not None:
+        expected_words = header[0] if max_vectors is None else min(header[0], max_vectors)
+        if header[1] != dim or expected_words != len(itos):
+            raise ValueError(
+                f"{path}: the header promises {header[0]} words of dimension {header[1]}, "
+                f"got {len(itos)} words of dimension {dim}"
+            )
+    return itos, torch.from_numpy(flat.reshape(len(itos), dim))
+
+
+class GloVe:
+    """Pre-trained GloVe vectors with the interface of ``torchtext.vocab.GloVe``.
+
+    On first use the vectors are downloaded into the cache folder (69 MB for ``dim=50``); a
+    Stanford ``glove.6B.<dim>d.txt`` already in that folder is used instead.
+
+    Args:
+        name: the GloVe corpus; only ``"6B"`` (Wikipedia 2014 + Gigaword 5) is available.
+        dim: the vector size, one of 50, 100, 200, 300.
+        cache: the folder for downloaded files (default: ``$ATTENTION_FROM_SCRATCH_CACHE`` or
+            the user cache folder).
+        max_vectors: keep only the first this many words.
+        progress: show a progress bar while downloading.
+
+    Attributes:
+        itos: the words, in order (index to string).
+        stoi: a dict from word to row index (string to index).
+        vectors: a float32 tensor of shape ``(num_words, dim)``.
+        dim: the vector size.
+        is_standin: ``False`` here; ``True`` for the labelled stand-in of :meth:`standin`.
+
+    Example:
+        >>> glove = GloVe(name="6B", dim=50)  # doctest: +SKIP
+        >>> glove["cat"].shape  # doctest: +SKIP
+        torch.Size([50])
+
+    Introduced in chapter 4.
+    """
+
+    is_standin: bool = False
+    notice: str = ""
+
+    def __init__(
+        self,
+        name: str = "6B",
+        dim: int = 50,
+        cache: str | os.PathLike[str] | None = None,
+        *,
+        max_vectors: int | None = None,
+        progress: bool = True,
+    ) -> None:
+        if name != "6B":
+            raise ValueError(f'name: expected "6B", got {name!r}')
+        if dim not in GLOVE_6B_SOURCES:
+            raise ValueError(f"dim: expected one of {sorted(GLOVE_6B_SOURCES)}, got {dim!r}")
+        folder = Path(cache) if cache is not None else default_cache_dir()
+        stanford = folder / f"glove.6B.{dim}d.txt"
+        if stanford.exists():
+            path = stanford
+        else:
+            path = download(GLOVE_6B_SOURCES[dim], folder, progress=progress)
+        itos, vectors = read_word_vectors(path, max_vectors=max_vectors)
+        self._set(f"GloVe 6B {dim}d", itos, vectors)
+
+    def _set(self, name: str, itos: list[str], vectors: torch.Tensor) -> None:
+        self.name = name
+        self.itos = itos
+        self.stoi = {word: index for index, word in enumerate(itos)}
+        self.vectors = vectors
+        self.dim = vectors.shape[1]
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], max_vectors: int | None = None) -> GloVe:
+        """Load vectors from a local file in GloVe or word2vec text format (see
+        :func:`read_word_vectors`)."""
+        itos, vectors = read_word_vectors(path, max_vectors=max_vectors)
+        glove = cls.__new__(cls)
+        glove._set(Path(path).name, itos, vectors)
+        return glove
+
+    @classmethod
+    def standin(cls, words: Iterable[str], dim: int = 50, reason: str = "") -> GloVe:
+        """A labelled stand-in: random vectors for ``words``, NOT GloVe.
+
+        Each word gets a fixed pseudo-random vector (seeded by the word itself, so "the" gets
+        the same vector every time and in every order). Shapes and the interface match the
+        real vectors, so code runs the same, but similarities between words mean nothing.
+
+        Args:
+            words: the vocabulary of the stand-in.
+            dim: the vector size.
+            reason: why the real vectors are not used; shown in the notice.
+        """
+        itos = list(dict.fromkeys(str(word) for word in words))
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+            raise ValueError(f"dim: expected a positive int, got {dim!r}")
+        rows = []
+        for word in itos:
+            generator = torch.Generator().manual_seed(zlib.crc32(word.encode("utf-8")))
+            # GloVe 6B components have a spread of roughly 0.4; match it loosely.
+            rows.append(0.4 * torch.randn(dim, generator=generator))
+        vectors = torch.stack(rows) if rows else torch.zeros(0, dim)
+        glove = cls.__new__(cls)
+        glove._set(f"STAND-IN for GloVe 6B {dim}d", itos, vectors)
+        glove.is_standin = True
+        glove.notice = (
+            f"STAND-IN WORD VECTORS: these {dim}-dimensional vectors are random, not GloVe"
+            + (f" ({reason})" if reason else "")
+            + ". Shapes and code behave as with the real vectors; the similarities between "
+            "words mean nothing."
+        )
+        return glove
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self.stoi
+
+    def __getitem__(self, word: str) -> torch.Tensor:
+        if not isinstance(word, str):
+            raise TypeError(f"word: expected a str, got {type(word).__name__} {word!r}")
+        index = self.stoi.get(word)
+        if index is None:
+            return torch.zeros(self.dim)
+        return self.vectors[index]
+
+    def get_vecs_by_tokens(
+        self, tokens: str | Sequence[str], lower_case_backup: bool = False
+    ) -> torch.Tensor:
+        """Look up several words at once.
+
+        Args:
+            tokens: a word, or a sequence of ``n`` words.
+            lower_case_backup: try the lower-cased word when a word is not found as written.
+
+        Returns:
+            A ``(dim,)`` tensor for a single word, or an ``(n, dim)`` tensor; unknown words
+            get zeros.
+        """
+        single = isinstance(tokens, str)
+        words = [tokens] if single else list(tokens)
+        if lower_case_backup:
+            words = [w if w in self.stoi else w.lower() for w in words]
+        stacked = torch.stack([self[w] for w in words]) if words else torch.zeros(0, self.dim)
+        return stacked[0] if single else stacked
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, words={len(self)}, dim={self.dim})"
+
+
+def load_glove(
+    dim: int = 50,
+    *,
+    standin_words: Iterable[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> GloVe:
+    """Load GloVe 6B vectors, or fall back to a labelled stand-in when they cannot be had.
+
+    Args:
+        dim: the vector size, one of 50, 100, 200, 300.
+        standin_words: the words the stand-in must cover; without them no stand-in is made
+            and the error is raised.
+        cache: the cache folder (see :class:`GloVe`).
+        progress: show a progress bar while downloading.
+
+    Returns:
+        The real vectors, or a stand-in whose ``is_standin`` is ``True``; in that case a
+        ``UserWarning`` with the stand-in's notice is issued, so the output says what the
+        vectors are.
+
+    Introduced in chapter 4.
+    """
+    try:
+        return GloVe("6B", dim, cache, progress=progress)
+    except WordVectorsUnavailable as error:
+        if standin_words is None:
+            raise
+        standin = GloVe.standin(standin_words, dim, reason=str(error).split(". ")[0])
+        warnings.warn(standin.notice, UserWarning, stacklevel=2)
+        return standin
