@@ -1,0 +1,28 @@
+"""Fixtures shared by the package's unit tests."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attention_from_scratch as afs
+
+
+@pytest.fixture
+def toy_tokens() -> list[str]:
+    """The six tokens of "Your journey starts with one step"."""
+    tokens, _ = afs.toy_sentence()
+    return tokens
+
+
+@pytest.fixture
+def toy_inputs() -> torch.Tensor:
+    """The toy sentence's embeddings, shape (t, d_in) = (6, 3), float32 on the CPU."""
+    _, inputs = afs.toy_sentence()
+    return inputs
+
+
+@pytest.fixture
+def toy_batch(toy_inputs: torch.Tensor) -> torch.Tensor:
+    """Two copies of the toy sentence, shape (b, t, d_in) = (2, 6, 3), as in the source notebook."""
+    return torch.stack((toy_inputs, toy_inputs), dim=0)

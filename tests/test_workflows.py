@@ -1,0 +1,141 @@
+"""Rules for the GitHub workflows that actionlint and zizmor cannot know: the triggers and labels
+the project promises, least privilege, timeouts, pinned actions, and the chapter list."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from book_info import ROOT, chapter_notebooks
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+GPU_LABEL = "gpu"
+GPU_PR_LABEL = "run-gpu"
+
+
+def load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    # YAML 1.1 reads the key `on` as True.
+    data["on"] = data.pop(True, data.get("on"))
+    return data
+
+
+ALL = sorted(path.name for path in WORKFLOWS.glob("*.yml"))
+
+
+def test_the_three_workflows_exist() -> None:
+    assert ALL == ["book.yml", "ci.yml", "gpu.yml"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_least_privilege_timeouts_and_pinned_actions(name: str) -> None:
+    workflow = load(name)
+    assert workflow["permissions"] == {"contents": "read"}
+    assert "pull_request_target" not in workflow["on"]
+    for job_name, job in workflow["jobs"].items():
+        assert 0 < job["timeout-minutes"] <= 60, job_name
+        for permission, level in job.get("permissions", {}).items():
+            assert level in {"read", "write", "none"}, (job_name, permission)
+        for step in job["steps"]:
+            if "uses" in step:
+                assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False
+
+
+@pytest.mark.parametrize("name", ["ci.yml", "gpu.yml"])
+def test_notebook_list_matches_the_table_of_contents(name: str) -> None:
+    listed = load(name)["env"]["NOTEBOOKS"].split()
+    expected = [str(path.relative_to(ROOT)).replace("\\", "/") for path in chapter_notebooks()]
+    assert listed == expected
+    assert any("--nbmake $NOTEBOOKS" in step.get("run", "") for job in load(name)[
+        "jobs"
+    ].values() for step in job["steps"])
+
+
+def test_ci_runs_on_push_and_pull_request_across_operating_systems() -> None:
+    workflow = load("ci.yml")
+    assert set(workflow["on"]) == {"push", "pull_request"}
+    assert workflow["concurrency"]["cancel-in-progress"] is True
+    matrix = workflow["jobs"]["test"]["strategy"]["matrix"]["include"]
+    systems = {entry["os"].split("-")[0] for entry in matrix}
+    assert systems == {"ubuntu", "macos", "windows"}
+    linux_pythons = sorted(entry["python"] for entry in matrix if entry["os"].startswith("ubuntu"))
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    oldest = re.search(r'requires-python = ">=(\d+\.\d+)"', pyproject).group(1)
+    newest = sorted(re.findall(r"Python :: (3\.\d+)\"", pyproject), key=lambda v: int(v[2:]))[-1]
+    assert linux_pythons == [oldest, newest]
+    # Apple silicon runner, where torch may pick MPS.
+    assert any(entry["os"] in {"macos-14", "macos-15"} for entry in matrix)
+    steps = workflow["jobs"]["test"]["steps"]
+    assert any(step.get("with", {}).get("cache") == "pip" for step in steps)
+
+
+def test_gpu_job_runs_only_when_trusted_and_fails_without_a_gpu() -> None:
+    workflow = load("gpu.yml")
+    triggers = workflow["on"]
+    assert set(triggers) == {"push", "schedule", "workflow_dispatch", "pull_request"}
+    assert triggers["push"]["branches"] == ["main"]
+    # A pull request reaches the GPU only through a maintainer's label, never by a new push.
+    assert triggers["pull_request"]["types"] == ["labeled"]
+    (job,) = workflow["jobs"].values()
+    condition = job["if"].replace(" ", "")
+    assert condition == f"github.event_name!='pull_request'||github.event.label.name=='{GPU_PR_LABEL}'"
+    assert job["runs-on"] == ["self-hosted", "linux", "x64", GPU_LABEL]
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "nvidia-smi" in runs
+    assert "torch.cuda.is_available()" in runs and "sys.exit(" in runs
+    assert "-m cuda" in runs
+    # The runner label is written in one place only.
+    text = (WORKFLOWS / "gpu.yml").read_text(encoding="utf-8")
+    assert text.count(f", {GPU_LABEL}]") == 1
+    config = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text(encoding="utf-8"))
+    assert config["self-hosted-runner"]["labels"] == [GPU_LABEL]
+
+
+def test_book_is_built_with_warnings_as_errors_and_deployed_from_main_only() -> None:
+    workflow = load("book.yml")
+    assert set(workflow["on"]) == {"push", "pull_request", "workflow_dispatch"}
+    build, deploy = workflow["jobs"]["build"], workflow["jobs"]["deploy"]
+    runs = [step.get("run", "") for step in build["steps"]]
+    assert "jupyter-book build . -W --keep-going" in runs
+    uses = {step.get("uses", "").split("@")[0]: step for step in build["steps"]}
+    assert "pull_request" in uses["actions/upload-artifact"]["if"]
+    assert "refs/heads/main" in uses["actions/upload-pages-artifact"]["if"]
+    assert "refs/heads/main" in deploy["if"] and "pull_request" in deploy["if"]
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["needs"] == "build"
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
+    cache = uses["actions/cache"]
+    assert cache["with"]["path"] == "_build/.jupyter_cache"
+    assert cache["if"] == "github.event_name == 'pull_request'"
+
+
+def test_ci_script_runs_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.DOTALL)
+    commands = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+    assert commands == ["make book", "make test"]
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    lines = [
+        line.strip() for line in script.splitlines() if line.strip() and not line.startswith("#")
+    ]
+    assert "make test" in lines
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    test_target = re.search(r"^test: (.*)$", makefile, re.MULTILINE).group(1)
+    assert shlex.split(test_target) == [
+        "lint", "unit", "notebooks", "book-fresh", "html-checks", "workflows"
+    ]
+
+
+def test_no_machine_specific_paths_in_tracked_text() -> None:
+    offenders = []
+    for path in [*ROOT.glob("*.md"), *ROOT.glob("*.yml"), *WORKFLOWS.glob("*.yml")]:
+        text = Path(path).read_text(encoding="utf-8")
+        if re.search(r"(/home/|/Users/|/root/|C:\\\\Users)", text):
+            offenders.append(path.name)
+    assert offenders == []
