@@ -35,8 +35,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ignore=shutil.ignore_patterns(".venv", "_build", ".git", "*.egg-info", "__pycache__"),
     )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(source)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(source),
+        ],
         check=True,
     )
     (built,) = out.glob("attention_from_scratch-*.whl")
@@ -62,7 +72,9 @@ def fresh_environment(where: Path, dependencies: Path) -> Path:
     python = where / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     Path(site, "course_dependencies.pth").write_text(f"{dependencies}\n", encoding="utf-8")
     return python
@@ -71,10 +83,16 @@ def fresh_environment(where: Path, dependencies: Path) -> Path:
 def test_the_fresh_environment_lacks_the_package(tmp_path: Path, dependencies: Path) -> None:
     python = fresh_environment(tmp_path / "env", dependencies)
     found = subprocess.run(
-        [str(python), "-c",
-         "import importlib.util as u; print(u.find_spec('attention_from_scratch') is None,"
-         " u.find_spec('torch') is not None)"],
-        cwd=tmp_path, capture_output=True, text=True, check=True,
+        [
+            str(python),
+            "-c",
+            "import importlib.util as u; print(u.find_spec('attention_from_scratch') is None,"
+            " u.find_spec('torch') is not None)",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert found == ["True", "True"]
 
@@ -88,9 +106,7 @@ def test_notebook_runs_alone_after_installing_the_wheel(
     work.mkdir()
     shutil.copy(notebook, work / notebook.name)
     env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"PYTHONPATH", "VIRTUAL_ENV"}
+        key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV"}
     }
     env.update(
         ATTENTION_FROM_SCRATCH_PACKAGE=str(wheel),
@@ -98,14 +114,21 @@ def test_notebook_runs_alone_after_installing_the_wheel(
         MPLBACKEND="Agg",
     )
     run = subprocess.run(
-        [str(python), "-m", "pytest", "--nbmake", "-p", "no:cacheprovider", "-q",
-         notebook.name],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600,
+        [str(python), "-m", "pytest", "--nbmake", "-p", "no:cacheprovider", "-q", notebook.name],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     location = subprocess.run(
         [str(python), "-c", "import attention_from_scratch as a; print(a.__file__)"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert Path(location).is_relative_to(tmp_path / "env"), location
     assert not Path(location).is_relative_to(ROOT), location

@@ -52,9 +52,11 @@ def test_notebook_list_matches_the_table_of_contents(name: str) -> None:
     listed = load(name)["env"]["NOTEBOOKS"].split()
     expected = [str(path.relative_to(ROOT)).replace("\\", "/") for path in chapter_notebooks()]
     assert listed == expected
-    assert any("--nbmake $NOTEBOOKS" in step.get("run", "") for job in load(name)[
-        "jobs"
-    ].values() for step in job["steps"])
+    assert any(
+        "--nbmake $NOTEBOOKS" in step.get("run", "")
+        for job in load(name)["jobs"].values()
+        for step in job["steps"]
+    )
 
 
 def test_ci_runs_on_push_and_pull_request_across_operating_systems() -> None:
@@ -84,7 +86,9 @@ def test_gpu_job_runs_only_when_trusted_and_fails_without_a_gpu() -> None:
     assert triggers["pull_request"]["types"] == ["labeled"]
     (job,) = workflow["jobs"].values()
     condition = job["if"].replace(" ", "")
-    assert condition == f"github.event_name!='pull_request'||github.event.label.name=='{GPU_PR_LABEL}'"
+    assert (
+        condition == f"github.event_name!='pull_request'||github.event.label.name=='{GPU_PR_LABEL}'"
+    )
     assert job["runs-on"] == ["self-hosted", "linux", "x64", GPU_LABEL]
     runs = "\n".join(step.get("run", "") for step in job["steps"])
     assert "nvidia-smi" in runs
@@ -128,7 +132,12 @@ def test_ci_script_runs_the_readme_test_command() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     test_target = re.search(r"^test: (.*)$", makefile, re.MULTILINE).group(1)
     assert shlex.split(test_target) == [
-        "lint", "unit", "notebooks", "book-fresh", "html-checks", "workflows"
+        "lint",
+        "unit",
+        "notebooks",
+        "book-fresh",
+        "html-checks",
+        "workflows",
     ]
 
 

