@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import socket
 import threading
 import warnings
@@ -137,7 +138,7 @@ def server() -> Iterator[LocalServer]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
     host, port = httpd.server_address[:2]
     httpd.state = LocalServer(base_url=f"http://{host}:{port}")
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield httpd.state
@@ -287,17 +288,26 @@ def test_read_word_vectors_rejects_a_file_without_vectors(
 
 
 @pytest.mark.parametrize("file_name", ["v.txt", "v.txt.gz"])
-def test_read_word_vectors_keeps_unusual_characters_in_words(
+def test_read_word_vectors_keeps_accented_and_non_latin_words(
     tmp_path: Path, file_name: str
 ) -> None:
-    # The format separates lines with "\n" only. Characters that Python's str.splitlines also
-    # treats as line breaks (form feed, U+0085, U+2028) can occur inside tokens of a large
-    # corpus and must stay part of the word.
-    words = ["café", "straße", "ça\u2028va", "page\x0cbreak", "next\x85line"]
+    words = ["café", "straße", "naïve", "東京", "москва"]
     text = "".join(f"{word} {i}.0 {i}.5\n" for i, word in enumerate(words))
     itos, vectors = read_word_vectors(write_text(tmp_path / file_name, text))
     assert itos == words
     assert torch.equal(vectors[:, 1], torch.tensor([0.5, 1.5, 2.5, 3.5, 4.5]))
+
+
+@pytest.mark.parametrize("file_name", ["v.txt", "v.txt.gz"])
+def test_read_word_vectors_splits_lines_only_at_newlines(tmp_path: Path, file_name: str) -> None:
+    # The format ends each line with "\n". Characters that Python's str.splitlines also treats
+    # as line breaks (form feed, U+0085, U+2028) can occur inside the tokens of a large corpus
+    # and must stay part of the word instead of cutting its line in two.
+    words = ["ça\u2028va", "page\x0cbreak", "next\x85line"]
+    text = "".join(f"{word} {i}.0 {i}.5\n" for i, word in enumerate(words))
+    itos, vectors = read_word_vectors(write_text(tmp_path / file_name, text))
+    assert itos == words
+    assert torch.equal(vectors, torch.tensor([[0.0, 0.5], [1.0, 1.5], [2.0, 2.5]]))
 
 
 def test_read_word_vectors_accepts_a_word_that_looks_like_a_number(tmp_path: Path) -> None:
@@ -551,7 +561,7 @@ def test_an_unreachable_server_says_how_to_place_the_file_by_hand(
 
 def test_a_missing_file_on_the_server_is_unavailable(tmp_path: Path, server: LocalServer) -> None:
     source = VectorSource(f"{server.base_url}/nowhere.gz", "nowhere.gz", md5_of(PAYLOAD))
-    with pytest.raises(WordVectorsUnavailable, match="nowhere.gz"):
+    with pytest.raises(WordVectorsUnavailable, match=r"nowhere\.gz"):
         download(source, tmp_path, progress=False)
     assert server.hits["/nowhere.gz"] == 1
     assert listing(tmp_path) == []
@@ -576,6 +586,18 @@ def test_offline_mode_makes_no_request_but_uses_the_cache(
     path = download(source, tmp_path, progress=False)
     assert path == tmp_path / "vectors.gz"
     assert path.read_bytes() == PAYLOAD
+    assert server.total_hits == 0
+
+
+def test_offline_mode_never_downloads_even_over_a_bad_cached_file(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cached file whose hash is wrong must not lead to a new download when offline.
+    monkeypatch.setenv(OFFLINE_ENV, "1")
+    (tmp_path / "vectors.gz").write_bytes(b"half a file")
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    with pytest.raises((WordVectorsUnavailable, CorruptDownloadError)):
+        download(source, tmp_path, progress=False)
     assert server.total_hits == 0
 
 
@@ -654,7 +676,8 @@ def test_glove_uses_a_stanford_file_in_the_cache_without_a_request(
     check_stanford_rows(glove)
     assert glove.is_standin is False
     assert server.total_hits == 0
-    assert listing(tmp_path) == ["glove.6B.50d.txt"]
+    # Beside the text file: its parsed copy, for fast loading next time.
+    assert listing(tmp_path) == ["glove.6B.50d.txt", "glove.6B.50d.txt.pt"]
 
 
 def test_glove_finds_the_cache_through_the_env_var(
@@ -678,12 +701,27 @@ def test_glove_downloads_from_the_mirror_once(
     assert glove.is_standin is False
     assert glove.name == "GloVe 6B 50d"
     assert server.hits["/glove-wiki-gigaword-50.gz"] == 1
-    assert listing(tmp_path) == ["glove-wiki-gigaword-50.gz"]
+    assert listing(tmp_path) == ["glove-wiki-gigaword-50.gz", "glove-wiki-gigaword-50.gz.pt"]
 
     again = GloVe("6B", 50, cache=tmp_path, progress=False)
     assert torch.equal(again.vectors, glove.vectors)
     assert again.itos == glove.itos
     assert server.hits["/glove-wiki-gigaword-50.gz"] == 1
+
+
+def test_glove_uses_the_parsed_copy_only_while_it_is_newer_than_the_text(
+    tmp_path: Path, server: LocalServer, local_mirror: VectorSource
+) -> None:
+    text = tmp_path / "glove.6B.50d.txt"
+    write_text(text, stanford_rows())
+    GloVe("6B", 50, cache=tmp_path, progress=False)
+    parsed = tmp_path / "glove.6B.50d.txt.pt"
+    # A parsed copy that differs from the text proves which one is read.
+    torch.save({"itos": ["only"], "vectors": torch.ones(1, 50)}, parsed)
+    assert GloVe("6B", 50, cache=tmp_path, progress=False).itos == ["only"]
+    os.utime(text, (parsed.stat().st_mtime + 10, parsed.stat().st_mtime + 10))
+    check_stanford_rows(GloVe("6B", 50, cache=tmp_path, progress=False))
+    assert server.total_hits == 0
 
 
 def test_glove_reads_a_mirror_file_already_in_the_cache_offline(

@@ -191,6 +191,7 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
                     1,
                     fill=True,
                     facecolor=plt.cm.tab20(index % 20),
+                    alpha=0.45,
                     edgecolor="black",
                 )
             )
@@ -209,7 +210,7 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
                 ha="center",
                 va="center",
                 fontsize=7,
-                color="dimgray",
+                color="black",
             )
     top.set_xlim(0, max(cols, n))
     top.set_ylim(0, rows)
@@ -222,10 +223,12 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
     )
     for k in range(n):
         bottom.add_patch(
-            plt.Rectangle((k, 0), 1, 1, facecolor=plt.cm.tab20(k % 20), edgecolor="black")
+            plt.Rectangle(
+                (k, 0), 1, 1, facecolor=plt.cm.tab20(k % 20), alpha=0.45, edgecolor="black"
+            )
         )
         bottom.text(k + 0.5, 0.6, f"{storage[k].item():g}", ha="center", va="center", fontsize=9)
-        bottom.text(k + 0.5, 0.25, f"[{k}]", ha="center", va="center", fontsize=7, color="dimgray")
+        bottom.text(k + 0.5, 0.25, f"[{k}]", ha="center", va="center", fontsize=7, color="black")
     bottom.set_xlim(0, max(cols, n))
     bottom.set_ylim(0, 1)
     bottom.set_aspect("equal")

@@ -3,7 +3,8 @@
 Every token is compared with every other token by a dot product, the scores are normalised into
 weights with softmax, and each token's context vector is the weighted sum of all the tokens.
 
-Dimension names used here: ``b`` batch, ``t`` tokens, ``d`` embedding size.
+Dimension names used here: ``b`` batch, ``t`` tokens, ``d_in`` embedding size (the
+outputs keep it: there are no weights to change it).
 """
 
 from __future__ import annotations
@@ -79,17 +80,17 @@ def simplified_attention_loop(
     inputs. It exists to be read, not to be fast.
 
     Args:
-        inputs: token embeddings of shape ``(t, d)``.
+        inputs: token embeddings of shape ``(t, d_in)``.
         return_weights: also return the attention weights.
 
     Returns:
-        The context vectors, shape ``(t, d)``; with ``return_weights=True`` also the attention
+        The context vectors, shape ``(t, d_in)``; with ``return_weights=True`` also the attention
         weights, shape ``(t, t)``, where row ``i`` holds how much token ``i`` attends to each
         token.
 
     Introduced in chapter 1.
     """
-    inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d)",))
+    inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
     return_weights = check_bool("return_weights", return_weights)
     num_tokens = inputs.shape[0]
     scores = torch.empty(num_tokens, num_tokens, dtype=inputs.dtype, device=inputs.device)
@@ -97,7 +98,7 @@ def simplified_attention_loop(
         for j, x_j in enumerate(inputs):
             scores[i, j] = torch.dot(x_i, x_j)
     weights = torch.softmax(scores, dim=-1)  # (t, t)
-    context = torch.zeros_like(inputs)  # (t, d)
+    context = torch.zeros_like(inputs)  # (t, d_in)
     for i in range(num_tokens):
         for j, x_j in enumerate(inputs):
             context[i] += weights[i, j] * x_j
@@ -110,7 +111,7 @@ def simplified_attention(
     """Parameter-free self-attention in matrix form: ``softmax(X X^T) X``.
 
     Args:
-        inputs: token embeddings of shape ``(t, d)`` or ``(b, t, d)``.
+        inputs: token embeddings of shape ``(t, d_in)`` or ``(b, t, d_in)``.
         return_weights: also return the attention weights.
 
     Returns:
@@ -119,9 +120,9 @@ def simplified_attention(
 
     Introduced in chapter 1.
     """
-    inputs = check_tensor("inputs", inputs, ranks=(2, 3), shape_names=("(t, d)", "(b, t, d)"))
+    inputs = check_tensor("inputs", inputs, ranks=(2, 3), shape_names=("(t, d_in)", "(b, t, d_in)"))
     return_weights = check_bool("return_weights", return_weights)
     scores = inputs @ inputs.transpose(-2, -1)  # (b, t, t)
     weights = torch.softmax(scores, dim=-1)  # (b, t, t)
-    context = weights @ inputs  # (b, t, d)
+    context = weights @ inputs  # (b, t, d_in)
     return (context, weights) if return_weights else context

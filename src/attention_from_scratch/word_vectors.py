@@ -72,7 +72,15 @@ GLOVE_6B_SOURCES: dict[int, VectorSource] = {
 
 
 class WordVectorsUnavailable(RuntimeError):
-    """The vectors are not in the cache and could not be downloaded (offline, say)."""
+    """The vectors are not in the cache and could not be downloaded (offline, say).
+
+    Attributes:
+        reason: a short phrase saying why, e.g. "no network connection".
+    """
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class CorruptDownloadError(RuntimeError):
@@ -137,22 +145,39 @@ def download(
 
     folder = Path(folder) if folder is not None else default_cache_dir()
     target = folder / source.file_name
-    if os.environ.get(OFFLINE_ENV, "") not in ("", "0") and not target.exists():
-        raise WordVectorsUnavailable(
-            f"{OFFLINE_ENV} is set, so {source.file_name} is not downloaded. "
-            + _manual_placement_help(source, folder)
-        )
-    downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
-    try:
-        path = Path(
-            pooch.retrieve(
-                source.url,
-                known_hash=source.known_hash,
-                fname=source.file_name,
-                path=folder,
-                downloader=downloader,
-                progressbar=progress,
+    if os.environ.get(OFFLINE_ENV, "") not in ("", "0"):
+        if not target.exists():
+            raise WordVectorsUnavailable(
+                f"{OFFLINE_ENV} is set, so {source.file_name} is not downloaded. "
+                + _manual_placement_help(source, folder),
+                reason=f"downloads are disabled by {OFFLINE_ENV}",
             )
+        # Offline, a cached file that fails its check is reported, never replaced.
+        _check_cached(target, source)
+        return target
+    if target.exists() and source.known_hash is None:
+        _check_cached(target, source)
+
+    http = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
+
+    def download_and_check_size(url: str, output_file: str, pup: object) -> None:
+        # pooch passes a temporary file beside the target and moves it into place only if
+        # this returns and the hash matches; raising here leaves nothing behind.
+        http(url, output_file, pup)
+        size = Path(output_file).stat().st_size
+        if source.size is not None and size != source.size:
+            raise CorruptDownloadError(
+                f"the download of {source.url}: expected {source.size} bytes, got {size}; "
+                f"nothing was saved. Try again. " + _manual_placement_help(source, folder)
+            )
+
+    try:
+        path = pooch.retrieve(
+            source.url,
+            known_hash=source.known_hash,
+            fname=source.file_name,
+            path=folder,
+            downloader=download_and_check_size,
         )
     except ValueError as error:  # pooch's hash mismatch; its temporary file is already gone
         raise CorruptDownloadError(
@@ -161,19 +186,31 @@ def download(
             + _manual_placement_help(source, folder)
         ) from error
     except (requests.exceptions.RequestException, OSError) as error:
-        if target.exists():
-            raise
         raise WordVectorsUnavailable(
             f"could not download {source.url} ({type(error).__name__}: {error}); nothing was "
-            f"saved. " + _manual_placement_help(source, folder)
+            f"saved. " + _manual_placement_help(source, folder),
+            reason=f"the download failed ({type(error).__name__})",
         ) from error
-    if source.size is not None and path.stat().st_size != source.size:
-        size = path.stat().st_size
-        path.unlink()
+    return Path(path)
+
+
+def _check_cached(path: Path, source: VectorSource) -> None:
+    """Raise CorruptDownloadError if a file already in the cache fails its size or hash."""
+    import pooch
+
+    size = path.stat().st_size
+    if source.size is not None and size != source.size:
         raise CorruptDownloadError(
-            f"{path.name}: expected {source.size} bytes, got {size}; the file was removed"
+            f"{path}: expected {source.size} bytes, got {size}; delete the file to download "
+            f"it again, or replace it with a complete copy"
         )
-    return path
+    if source.known_hash is not None:
+        algorithm, _, expected = source.known_hash.partition(":")
+        if pooch.file_hash(str(path), alg=algorithm) != expected:
+            raise CorruptDownloadError(
+                f"{path}: does not match its expected hash ({source.known_hash}); delete the "
+                f"file to download it again, or replace it with a good copy"
+            )
 
 
 def read_word_vectors(
@@ -201,33 +238,39 @@ def read_word_vectors(
     """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
+    # Split at "\n" only: str.splitlines() would also split at characters such as U+2028
+    # that can occur inside a token.
+    with opener(path, "rt", encoding="utf-8", newline="") as handle:
+        numbered = [
+            (number, line.rstrip("\r"))
+            for number, line in enumerate(handle.read().split("\n"), start=1)
+        ]
     header: tuple[int, int] | None = None
-    first = lines[0].split() if lines else []
+    first = numbered[0][1].split(" ") if numbered else []
     if len(first) == 2 and all(part.isdigit() for part in first):
         header = (int(first[0]), int(first[1]))
-        lines = lines[1:]
-    lines = [line for line in lines if line.strip()]
+        numbered = numbered[1:]
+    numbered = [(number, line) for number, line in numbered if line.strip()]
     if max_vectors is not None:
-        lines = lines[:max_vectors]
-    if not lines:
+        numbered = numbered[:max_vectors]
+    if not numbered:
         raise ValueError(f"{path}: expected at least one word vector, found none")
     itos: list[str] = []
     rows: list[str] = []
-    for line in lines:
-        word, _, numbers = line.rstrip().partition(" ")
+    dim = len(numbered[0][1].rstrip(" ").partition(" ")[2].split(" "))
+    for number, line in numbered:
+        word, _, numbers = line.rstrip(" ").partition(" ")
+        count = len(numbers.split(" ")) if numbers else 0
+        if count != dim:
+            raise ValueError(
+                f"{path}, line {number}: expected {dim} numbers after the word, got {count}"
+            )
         itos.append(word)
         rows.append(numbers)
-    dim = len(rows[0].split())
-    flat = np.array(" ".join(rows).split(), dtype=np.float32)
-    if flat.size != dim * len(rows):
-        for number, row in enumerate(rows, start=2 if header else 1):
-            if len(row.split()) != dim:
-                raise ValueError(
-                    f"{path}, line {number}: expected {dim} numbers after the word, "
-                    f"got {len(row.split())}"
-                )
+    try:
+        flat = np.array(" ".join(rows).split(" "), dtype=np.float32)
+    except ValueError as error:
+        raise ValueError(f"{path}: expected only numbers after each word ({error})") from error
     if header is not None:
         expected_words = header[0] if max_vectors is None else min(header[0], max_vectors)
         if header[1] != dim or expected_words != len(itos):
@@ -236,6 +279,31 @@ def read_word_vectors(
                 f"got {len(itos)} words of dimension {dim}"
             )
     return itos, torch.from_numpy(flat.reshape(len(itos), dim))
+
+
+def _read_with_cache(path: Path, max_vectors: int | None) -> tuple[list[str], torch.Tensor]:
+    """Read a vector file, keeping a parsed copy beside it (``<name>.pt``) for next time.
+
+    Parsing 400,000 lines of text takes seconds; loading the saved tensors takes a fraction of
+    that. The copy is used only while it is newer than the text file, and is written
+    atomically (to a temporary name, then renamed).
+    """
+    parsed = path.with_name(path.name + ".pt")
+    if parsed.exists() and parsed.stat().st_mtime >= path.stat().st_mtime:
+        saved = torch.load(parsed, weights_only=True)
+        itos, vectors = saved["itos"], saved["vectors"]
+        if max_vectors is not None:
+            itos, vectors = itos[:max_vectors], vectors[:max_vectors]
+        return itos, vectors
+    itos, vectors = read_word_vectors(path, max_vectors=max_vectors)
+    if max_vectors is None:
+        partial = parsed.with_name(parsed.name + ".part")
+        try:
+            torch.save({"itos": itos, "vectors": vectors}, partial)
+            os.replace(partial, parsed)
+        except OSError:  # a read-only cache still works, only slower
+            partial.unlink(missing_ok=True)
+    return itos, vectors
 
 
 class GloVe:
@@ -289,7 +357,7 @@ class GloVe:
             path = stanford
         else:
             path = download(GLOVE_6B_SOURCES[dim], folder, progress=progress)
-        itos, vectors = read_word_vectors(path, max_vectors=max_vectors)
+        itos, vectors = _read_with_cache(path, max_vectors)
         self._set(f"GloVe 6B {dim}d", itos, vectors)
 
     def _set(self, name: str, itos: list[str], vectors: torch.Tensor) -> None:
@@ -407,6 +475,6 @@ def load_glove(
     except WordVectorsUnavailable as error:
         if standin_words is None:
             raise
-        standin = GloVe.standin(standin_words, dim, reason=str(error).split(". ")[0])
+        standin = GloVe.standin(standin_words, dim, reason=error.reason)
         warnings.warn(standin.notice, UserWarning, stacklevel=2)
         return standin
