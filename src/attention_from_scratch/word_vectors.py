@@ -19,7 +19,9 @@ labelled stand-in with the same interface and shapes, so the chapter still runs.
 from __future__ import annotations
 
 import gzip
+import logging
 import os
+import sys
 import warnings
 import zlib
 from collections.abc import Iterable, Sequence
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.std import tqdm
 
 #: Environment variable naming the folder where downloaded vectors are kept.
 CACHE_ENV = "ATTENTION_FROM_SCRATCH_CACHE"
@@ -158,12 +161,17 @@ def download(
     if target.exists() and source.known_hash is None:
         _check_cached(target, source)
 
-    http = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
-
     def download_and_check_size(url: str, output_file: str, pup: object) -> None:
         # pooch passes a temporary file beside the target and moves it into place only if
         # this returns and the hash matches; raising here leaves nothing behind.
-        http(url, output_file, pup)
+        # A plain-text tqdm bar: the notebook flavour needs ipywidgets, which may be missing.
+        # total=1 only makes the bar truthy for pooch, which sets the real total.
+        bar = (
+            tqdm(total=1, unit="B", unit_scale=True, desc=source.file_name, file=sys.stderr)
+            if progress
+            else False
+        )
+        pooch.HTTPDownloader(progressbar=bar, timeout=timeout)(url, output_file, pup)
         size = Path(output_file).stat().st_size
         if source.size is not None and size != source.size:
             raise CorruptDownloadError(
@@ -171,6 +179,12 @@ def download(
                 f"nothing was saved. Try again. " + _manual_placement_help(source, folder)
             )
 
+    # pooch logs the absolute target path at INFO level; say it in our own, shorter words.
+    logger = pooch.get_logger()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    if not target.exists():
+        print(f"Downloading {source.url} into the cache folder", file=sys.stderr)
     try:
         path = pooch.retrieve(
             source.url,
@@ -191,6 +205,8 @@ def download(
             f"saved. " + _manual_placement_help(source, folder),
             reason=f"the download failed ({type(error).__name__})",
         ) from error
+    finally:
+        logger.setLevel(level)
     return Path(path)
 
 
