@@ -43,6 +43,14 @@ def test_chapter_page_has_figures_with_alt_text(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_chapter_title_is_numbered_once(path: Path) -> None:
+    title = page(f"book/{path.stem}").title.get_text()
+    number = int(path.stem[:2])
+    assert title.startswith(f"{number}. ")
+    assert not title.startswith(f"{number}. {number}.")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_chapter_page_shows_no_errors(path: Path) -> None:
     soup = page(f"book/{path.stem}")
     assert not soup.select(".output.traceback"), "an error output was rendered"
