@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -99,9 +100,7 @@ def default_cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    import pooch
-
-    return Path(pooch.os_cache("attention-from-scratch"))
+    return Path(_import_pooch().os_cache("attention-from-scratch"))
 
 
 def _manual_placement_help(source: VectorSource, folder: Path) -> str:
@@ -143,8 +142,9 @@ def download(
 
     Introduced in chapter 4.
     """
-    import pooch
     import requests
+
+    pooch = _import_pooch()
 
     folder = Path(folder) if folder is not None else default_cache_dir()
     target = folder / source.file_name
@@ -164,13 +164,7 @@ def download(
     def download_and_check_size(url: str, output_file: str, pup: object) -> None:
         # pooch passes a temporary file beside the target and moves it into place only if
         # this returns and the hash matches; raising here leaves nothing behind.
-        # A plain-text tqdm bar: the notebook flavour needs ipywidgets, which may be missing.
-        # total=1 only makes the bar truthy for pooch, which sets the real total.
-        bar = (
-            tqdm(total=1, unit="B", unit_scale=True, desc=source.file_name, file=sys.stderr)
-            if progress
-            else False
-        )
+        bar = _LazyProgressBar(source.file_name) if progress else False
         pooch.HTTPDownloader(progressbar=bar, timeout=timeout)(url, output_file, pup)
         size = Path(output_file).stat().st_size
         if source.size is not None and size != source.size:
@@ -210,9 +204,52 @@ def download(
     return Path(path)
 
 
+class _LazyProgressBar:
+    """A plain-text tqdm bar that appears only once the server has answered.
+
+    pooch sets ``total`` when the response arrives, so a download that fails to connect shows
+    no empty bar. Plain text, because tqdm's notebook bar needs ipywidgets.
+    """
+
+    def __init__(self, description: str) -> None:
+        self._description = description
+        self._bar: tqdm | None = None
+
+    @property
+    def total(self) -> int | None:
+        return None if self._bar is None else self._bar.total
+
+    @total.setter
+    def total(self, value: int) -> None:
+        self._bar = tqdm(
+            total=value, unit="B", unit_scale=True, desc=self._description, file=sys.stderr
+        )
+
+    def update(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def reset(self) -> None:
+        if self._bar is not None:
+            self._bar.reset()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _import_pooch() -> ModuleType:
+    # pooch imports tqdm.auto, which warns inside Jupyter when ipywidgets is missing. Its
+    # notebook bar is never used here (see _LazyProgressBar), so the warning does not apply.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import pooch
+    return pooch
+
+
 def _check_cached(path: Path, source: VectorSource) -> None:
     """Raise CorruptDownloadError if a file already in the cache fails its size or hash."""
-    import pooch
+    pooch = _import_pooch()
 
     size = path.stat().st_size
     if source.size is not None and size != source.size:
@@ -480,9 +517,9 @@ def load_glove(
         progress: show a progress bar while downloading.
 
     Returns:
-        The real vectors, or a stand-in whose ``is_standin`` is ``True``; in that case a
-        ``UserWarning`` with the stand-in's notice is issued, so the output says what the
-        vectors are.
+        The real vectors, or a stand-in whose ``is_standin`` is ``True``; in that case the
+        stand-in's notice is printed to standard error, so every output that uses it (a
+        notebook, a log) says what the vectors are.
 
     Introduced in chapter 4.
     """
@@ -492,5 +529,5 @@ def load_glove(
         if standin_words is None:
             raise
         standin = GloVe.standin(standin_words, dim, reason=error.reason)
-        warnings.warn(standin.notice, UserWarning, stacklevel=2)
+        print(standin.notice, file=sys.stderr)
         return standin
