@@ -87,9 +87,11 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """Undo :func:`split_heads`: put the heads side by side again.
 
-    After ``transpose(1, 2)`` the numbers of one token are no longer adjacent in memory, so
-    ``view`` cannot merge ``(h, d_h)`` into ``d_out``. ``.contiguous()`` copies them into
-    row-major order first (``reshape`` would do the same copy implicitly).
+    Per-head outputs, such as ``weights @ values``, are laid out head by head, so the numbers
+    of one token are not adjacent in memory and ``view`` cannot merge ``(h, d_h)`` into
+    ``d_out``. ``.contiguous()`` copies them into row-major order first (``reshape`` would do
+    the same copy implicitly). It copies nothing when the layout already fits, e.g. for
+    ``merge_heads(split_heads(x))``, which shares memory with ``x``.
 
     Args:
         x: per-head outputs, shape ``(b, h, t, d_h)``.

@@ -1,0 +1,288 @@
+"""Devices and dtypes: the same weights give the same results on the CPU, CUDA and MPS.
+
+The CUDA and MPS tests are skipped, with a reason, on machines without such a device; the CPU
+tests (device choice, float64) run everywhere.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+import attention_from_scratch as afs
+
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU; none is visible"
+)
+_mps = getattr(torch.backends, "mps", None)
+needs_mps = pytest.mark.skipif(
+    _mps is None or not _mps.is_available(), reason="needs Apple MPS; it is not available here"
+)
+
+
+def randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# Each case: a factory for the module, and the shapes of its inputs (CrossAttention takes two).
+MODULE_CASES: dict[str, tuple[Callable[[], nn.Module], list[tuple[int, ...]]]] = {
+    "SelfAttentionV1": (lambda: afs.SelfAttentionV1(5, 4), [(2, 6, 5)]),
+    "SelfAttentionV1-unbatched": (lambda: afs.SelfAttentionV1(5, 4), [(6, 5)]),
+    "SelfAttentionV2": (lambda: afs.SelfAttentionV2(5, 4, qkv_bias=True), [(2, 6, 5)]),
+    "CausalAttention": (lambda: afs.CausalAttention(5, 4, 8, 0.0, qkv_bias=True), [(2, 6, 5)]),
+    "CrossAttention": (lambda: afs.CrossAttention(5, 3, 4), [(2, 6, 5), (2, 7, 3)]),
+    "MultiHeadAttentionWrapper": (
+        lambda: afs.MultiHeadAttentionWrapper(5, 3, 8, 0.0, num_heads=2),
+        [(2, 6, 5)],
+    ),
+    "MultiHeadAttention": (
+        lambda: afs.MultiHeadAttention(5, 6, 8, 0.0, num_heads=3, qkv_bias=True),
+        [(2, 8, 5)],
+    ),
+    "MultiHeadAttention-fused": (
+        lambda: afs.MultiHeadAttention(5, 6, 8, 0.0, num_heads=3, fused=True),
+        [(2, 8, 5)],
+    ),
+    "WideMultiHeadAttention": (lambda: afs.WideMultiHeadAttention(5, num_heads=2), [(2, 6, 5)]),
+}
+CASE_IDS = list(MODULE_CASES)
+
+
+def build(case: str, seed: int = 0) -> tuple[nn.Module, list[torch.Tensor]]:
+    factory, shapes = MODULE_CASES[case]
+    torch.manual_seed(seed)
+    module = factory().eval()
+    inputs = [randn(*shape, seed=seed + i) for i, shape in enumerate(shapes)]
+    return module, inputs
+
+
+def copy_to(
+    module: nn.Module, case: str, device: str | torch.device, dtype: torch.dtype | None = None
+) -> nn.Module:
+    """A fresh module of the same kind holding ``module``'s weights, moved to ``device``."""
+    factory, _ = MODULE_CASES[case]
+    other = factory().eval()
+    other.load_state_dict(module.state_dict())
+    return other.to(device=device, dtype=dtype)
+
+
+def forward_backward(
+    module: nn.Module, inputs: list[torch.Tensor], device: str | torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, torch.Tensor]]:
+    """Output, input gradients and parameter gradients, all returned on the CPU in float32."""
+    leaves = [x.detach().to(device, dtype).requires_grad_(True) for x in inputs]
+    out = module(*leaves)
+    assert out.device.type == torch.device(device).type
+    assert out.dtype == dtype
+    probe = randn(*out.shape, seed=99).to(device, dtype)
+    (out * probe).sum().backward()
+    grads = [x.grad.float().cpu() for x in leaves]
+    param_grads = {name: p.grad.float().cpu() for name, p in module.named_parameters()}
+    return out.detach().float().cpu(), grads, param_grads
+
+
+def assert_same_results(
+    first: tuple[torch.Tensor, list[torch.Tensor], dict[str, torch.Tensor]],
+    second: tuple[torch.Tensor, list[torch.Tensor], dict[str, torch.Tensor]],
+    rtol: float,
+    atol: float,
+) -> None:
+    out1, grads1, params1 = first
+    out2, grads2, params2 = second
+    torch.testing.assert_close(out1, out2, rtol=rtol, atol=atol)
+    assert len(grads1) == len(grads2)
+    for g1, g2 in zip(grads1, grads2, strict=True):
+        torch.testing.assert_close(g1, g2, rtol=rtol, atol=atol)
+    assert params1.keys() == params2.keys()
+    for name, grad in params1.items():
+        torch.testing.assert_close(grad, params2[name], rtol=rtol, atol=atol, msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU tests: run everywhere
+# ---------------------------------------------------------------------------------------------
+
+
+def test_pick_device_matches_what_is_available() -> None:
+    device = afs.pick_device()
+    assert isinstance(device, torch.device)
+    assert device.type in {"cuda", "mps", "cpu"}
+    if torch.cuda.is_available():
+        assert device.type == "cuda"
+    elif _mps is not None and _mps.is_available():
+        assert device.type == "mps"
+    else:
+        assert device == torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    ("cuda", "mps", "expected"),
+    [
+        (True, True, "cuda"),
+        (True, False, "cuda"),
+        (False, True, "mps"),
+        (False, False, "cpu"),
+    ],
+)
+def test_pick_device_prefers_cuda_then_mps_then_cpu(
+    monkeypatch: pytest.MonkeyPatch, cuda: bool, mps: bool, expected: str
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert afs.pick_device() == torch.device(expected)
+
+
+def test_pick_device_without_an_mps_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Older or stripped-down torch builds have no torch.backends.mps at all.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delattr(torch.backends, "mps")
+    assert afs.pick_device() == torch.device("cpu")
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_double_precision_matches_single_precision(case: str) -> None:
+    module, inputs = build(case, seed=1)
+    double = copy_to(module, case, "cpu", torch.float64)
+    assert all(p.dtype == torch.float64 for p in double.parameters())
+    single = forward_backward(module, inputs, "cpu", torch.float32)
+    result = forward_backward(double, inputs, "cpu", torch.float64)
+    assert_same_results(result, single, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["CausalAttention", "MultiHeadAttention"])
+def test_mask_buffer_follows_the_module_but_keeps_its_dtype(case: str) -> None:
+    module, _ = build(case)
+    assert module.mask.dtype == torch.bool
+    assert module.mask.device.type == "cpu"
+    # The mask is rebuilt by the constructor, so it is not saved with the weights.
+    assert "mask" not in module.state_dict()
+    module.double()
+    assert module.mask.dtype == torch.bool
+    # A meta-device move shows that the buffer travels with .to(device) without a GPU.
+    module.to("meta")
+    assert module.mask.device.type == "meta"
+    assert module.W_query.weight.device.type == "meta"
+
+
+def test_toy_sentence_and_causal_mask_take_a_device_and_dtype() -> None:
+    _, inputs = afs.toy_sentence(device="cpu", dtype=torch.float64)
+    assert inputs.dtype == torch.float64
+    assert inputs.device.type == "cpu"
+    mask = afs.causal_mask(4, device=torch.device("meta"))
+    assert mask.device.type == "meta"
+    assert mask.dtype == torch.bool
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA tests
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_cuda_matches_cpu(case: str) -> None:
+    module, inputs = build(case, seed=2)
+    on_gpu = copy_to(module, case, "cuda")
+    assert all(p.device.type == "cuda" for p in on_gpu.parameters())
+    cpu_result = forward_backward(module, inputs, "cpu", torch.float32)
+    gpu_result = forward_backward(on_gpu, inputs, "cuda", torch.float32)
+    assert_same_results(gpu_result, cpu_result, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("case", ["CausalAttention", "MultiHeadAttention"])
+def test_mask_buffer_moves_to_cuda(case: str) -> None:
+    module, inputs = build(case)
+    module.to("cuda")
+    assert module.mask.device.type == "cuda"
+    assert module.mask.dtype == torch.bool
+    _, weights = module(inputs[0].cuda(), return_weights=True)
+    assert weights.device.type == "cuda"
+    future = afs.causal_mask(inputs[0].shape[1], device="cuda")
+    assert future.device.type == "cuda"
+    assert torch.all(weights.masked_select(future) == 0)
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cuda_module_rejects_a_cpu_input() -> None:
+    module = afs.CausalAttention(5, 4, 8, 0.0).to("cuda")
+    with pytest.raises(ValueError, match=r"x: expected a tensor on the module's device cuda"):
+        module(torch.rand(1, 6, 5))
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize(
+    ("dtype", "tol"), [(torch.float16, 1e-2), (torch.bfloat16, 5e-2)], ids=["float16", "bfloat16"]
+)
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_half_precision_on_cuda_is_close_to_float32(
+    case: str, dtype: torch.dtype, tol: float
+) -> None:
+    module, inputs = build(case, seed=3)
+    full = copy_to(module, case, "cuda")
+    half = copy_to(module, case, "cuda", dtype)
+    with torch.no_grad():
+        expected = full(*[x.cuda() for x in inputs])
+        result = half(*[x.to("cuda", dtype) for x in inputs])
+    assert result.dtype == dtype
+    assert torch.isfinite(result).all()
+    torch.testing.assert_close(result.float(), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train-p0"])
+def test_fused_path_on_cuda_matches_explicit(train: bool) -> None:
+    torch.manual_seed(4)
+    explicit = afs.MultiHeadAttention(32, 64, 16, 0.0, num_heads=4).to("cuda")
+    fused = copy.deepcopy(explicit)
+    fused.fused = True
+    explicit.train(train)
+    fused.train(train)
+    x = randn(3, 16, 32, seed=4)
+    result_e = forward_backward(explicit, [x], "cuda", torch.float32)
+    result_f = forward_backward(fused, [x], "cuda", torch.float32)
+    assert_same_results(result_f, result_e, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize(
+    ("dtype", "tol"), [(torch.float16, 1e-2), (torch.bfloat16, 5e-2)], ids=["float16", "bfloat16"]
+)
+def test_fused_path_on_cuda_matches_explicit_in_half_precision(
+    dtype: torch.dtype, tol: float
+) -> None:
+    torch.manual_seed(5)
+    explicit = afs.MultiHeadAttention(32, 64, 16, 0.0, num_heads=4).to("cuda", dtype).eval()
+    fused = copy.deepcopy(explicit)
+    fused.fused = True
+    x = randn(3, 16, 32, seed=5).to("cuda", dtype)
+    with torch.no_grad():
+        out_e = explicit(x)
+        out_f = fused(x)
+    assert out_f.dtype == dtype
+    torch.testing.assert_close(out_f.float(), out_e.float(), rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------------------------------------
+# MPS test
+# ---------------------------------------------------------------------------------------------
+
+
+@needs_mps
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_mps_matches_cpu(case: str) -> None:
+    module, inputs = build(case, seed=5)
+    on_mps = copy_to(module, case, "mps")
+    cpu_result = forward_backward(module, inputs, "cpu", torch.float32)
+    mps_result = forward_backward(on_mps, inputs, "mps", torch.float32)
+    assert_same_results(mps_result, cpu_result, rtol=1e-3, atol=1e-4)

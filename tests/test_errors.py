@@ -1,0 +1,528 @@
+"""Bad input raises TypeError or ValueError with a message that names the argument.
+
+The package promises messages of the form "<argument>: expected X, got Y", raised by explicit
+checks (never ``assert``, which ``python -O`` removes).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+import attention_from_scratch as afs
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def check_message(error: pytest.ExceptionInfo[BaseException]) -> None:
+    """Every message follows the "expected X, got Y" pattern."""
+    message = str(error.value)
+    assert "expected" in message
+    assert "got" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Constructor arguments
+# ---------------------------------------------------------------------------------------------
+
+CONSTRUCTOR_CASES = [
+    # d_out not divisible by num_heads
+    pytest.param(
+        lambda: afs.MultiHeadAttention(3, 5, 6, 0.0, num_heads=2),
+        ValueError,
+        r"d_out.*num_heads=2.*d_out=5",
+        id="d_out-not-divisible",
+    ),
+    # dropout outside [0, 1)
+    pytest.param(
+        lambda: afs.CausalAttention(3, 2, 6, dropout=1.0),
+        ValueError,
+        r"dropout: expected a float in \[0, 1\), got 1\.0",
+        id="dropout-1",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttention(3, 2, 6, -0.1, 2),
+        ValueError,
+        r"dropout: expected a float in \[0, 1\), got -0\.1",
+        id="dropout-negative",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttentionWrapper(3, 2, 6, 1.5, 2),
+        ValueError,
+        r"dropout: expected a float in \[0, 1\)",
+        id="dropout-wrapper",
+    ),
+    pytest.param(
+        lambda: afs.CausalAttention(3, 2, 6, dropout="0.1"),
+        TypeError,
+        r"dropout: expected a float.*got str",
+        id="dropout-str",
+    ),
+    pytest.param(
+        lambda: afs.CausalAttention(3, 2, 6, dropout=None),
+        TypeError,
+        r"dropout: expected a float.*got NoneType",
+        id="dropout-none",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttention(3, 2, 6, True, 2),
+        TypeError,
+        r"dropout: expected a float.*got bool",
+        id="dropout-bool",
+    ),
+    # non-positive or non-int sizes
+    pytest.param(
+        lambda: afs.SelfAttentionV1(0, 2),
+        ValueError,
+        r"d_in: expected a positive int, got 0",
+        id="d_in-zero",
+    ),
+    pytest.param(
+        lambda: afs.SelfAttentionV2(3, -1),
+        ValueError,
+        r"d_out: expected a positive int, got -1",
+        id="d_out-negative",
+    ),
+    pytest.param(
+        lambda: afs.CausalAttention(3, 2, 2.5, 0.0),
+        TypeError,
+        r"context_length: expected a positive int, got float 2\.5",
+        id="context_length-float",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttention(4, 4, 6, 0.0, num_heads=True),
+        TypeError,
+        r"num_heads: expected a positive int, got bool True",
+        id="num_heads-bool",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=0),
+        ValueError,
+        r"num_heads: expected a positive int, got 0",
+        id="wrapper-num_heads-zero",
+    ),
+    pytest.param(
+        lambda: afs.WideMultiHeadAttention(50, num_heads=-2),
+        ValueError,
+        r"num_heads: expected a positive int, got -2",
+        id="wide-num_heads-negative",
+    ),
+    pytest.param(
+        lambda: afs.CrossAttention(3, 0, 2),
+        ValueError,
+        r"d_context: expected a positive int, got 0",
+        id="d_context-zero",
+    ),
+    pytest.param(
+        lambda: afs.SelfAttentionV2(3, 2, qkv_bias=1),
+        TypeError,
+        r"qkv_bias: expected a bool, got int 1",
+        id="qkv_bias-int",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttention(4, 4, 6, 0.0, 2, fused="yes"),
+        TypeError,
+        r"fused: expected a bool, got str",
+        id="fused-str",
+    ),
+    pytest.param(
+        lambda: afs.causal_mask(0),
+        ValueError,
+        r"num_tokens: expected a positive int, got 0",
+        id="causal_mask-zero",
+    ),
+    pytest.param(
+        lambda: afs.causal_mask(6.0),
+        TypeError,
+        r"num_tokens: expected a positive int, got float",
+        id="causal_mask-float",
+    ),
+    pytest.param(
+        lambda: afs.toy_sentence(dtype=torch.int64),
+        TypeError,
+        r"dtype: expected a floating torch\.dtype, got torch\.int64",
+        id="toy_sentence-int-dtype",
+    ),
+    pytest.param(
+        lambda: afs.toy_sentence(dtype="float32"),
+        TypeError,
+        r"dtype: expected a floating torch\.dtype",
+        id="toy_sentence-str-dtype",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "error", "match"), CONSTRUCTOR_CASES)
+def test_bad_constructor_arguments(make: Callable[[], object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match) as info:
+        make()
+    check_message(info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs to forward
+# ---------------------------------------------------------------------------------------------
+
+
+def causal() -> afs.CausalAttention:
+    return afs.CausalAttention(3, 2, context_length=6, dropout=0.0)
+
+
+def multi_head(fused: bool = False) -> afs.MultiHeadAttention:
+    return afs.MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2, fused=fused)
+
+
+FORWARD_CASES = [
+    # wrong rank
+    pytest.param(
+        lambda: causal()(torch.rand(6, 3)),
+        ValueError,
+        r"x: expected a tensor of shape \(b, t, d_in\), got 2 dimension\(s\) with shape \(6, 3\)",
+        id="causal-2d",
+    ),
+    pytest.param(
+        lambda: multi_head()(torch.rand(6, 3)),
+        ValueError,
+        r"x: expected a tensor of shape \(b, t, d_in\), got 2 dimension",
+        id="multi-head-2d",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)(torch.rand(6, 3)),
+        ValueError,
+        r"x: expected a tensor of shape \(b, t, d_in\)",
+        id="wrapper-2d",
+    ),
+    pytest.param(
+        lambda: afs.SelfAttentionV1(3, 2)(torch.rand(1, 2, 6, 3)),
+        ValueError,
+        r"x: expected a tensor of shape \(t, d_in\) or \(b, t, d_in\), got 4 dimension",
+        id="v1-4d",
+    ),
+    pytest.param(
+        lambda: afs.SelfAttentionV2(3, 2)(torch.rand(3)),
+        ValueError,
+        r"x: expected a tensor of shape \(t, d_in\) or \(b, t, d_in\), got 1 dimension",
+        id="v2-1d",
+    ),
+    # last dimension is not d_in
+    pytest.param(
+        lambda: causal()(torch.rand(2, 6, 4)),
+        ValueError,
+        r"x: expected the last dimension to be d_in=3, got shape \(2, 6, 4\)",
+        id="causal-last-dim",
+    ),
+    pytest.param(
+        lambda: afs.SelfAttentionV1(3, 2)(torch.rand(6, 5)),
+        ValueError,
+        r"x: expected the last dimension to be d_in=3",
+        id="v1-last-dim",
+    ),
+    pytest.param(
+        lambda: afs.WideMultiHeadAttention(50, 8)(torch.rand(1, 6, 49)),
+        ValueError,
+        r"x: expected the last dimension to be d_in=50",
+        id="wide-last-dim",
+    ),
+    # more tokens than context_length
+    pytest.param(
+        lambda: causal()(torch.rand(2, 7, 3)),
+        ValueError,
+        r"x: expected at most context_length=6 tokens, got 7",
+        id="causal-too-long",
+    ),
+    pytest.param(
+        lambda: multi_head()(torch.rand(1, 9, 3)),
+        ValueError,
+        r"x: expected at most context_length=6 tokens, got 9.*larger context_length",
+        id="multi-head-too-long",
+    ),
+    pytest.param(
+        lambda: multi_head(fused=True)(torch.rand(1, 9, 3)),
+        ValueError,
+        r"x: expected at most context_length=6 tokens",
+        id="fused-too-long",
+    ),
+    # no tokens at all
+    pytest.param(
+        lambda: causal()(torch.rand(2, 0, 3)),
+        ValueError,
+        r"x: expected at least one token, got shape \(2, 0, 3\)",
+        id="no-tokens",
+    ),
+    # integer input
+    pytest.param(
+        lambda: causal()(torch.ones(2, 6, 3, dtype=torch.int64)),
+        TypeError,
+        r"x: expected a floating-point tensor \(e\.g\. torch\.float32\), got torch\.int64",
+        id="causal-int",
+    ),
+    pytest.param(
+        lambda: afs.simplified_attention(torch.tensor([[1, 2], [3, 4]])),
+        TypeError,
+        r"inputs: expected a floating-point tensor.*float",
+        id="simplified-int",
+    ),
+    pytest.param(
+        lambda: afs.softmax_stable(torch.tensor([1, 2, 3])),
+        TypeError,
+        r"x: expected a floating-point tensor",
+        id="softmax-int",
+    ),
+    # not a tensor
+    pytest.param(
+        lambda: causal()([[[0.1, 0.2, 0.3]]]),
+        TypeError,
+        r"x: expected a torch\.Tensor of shape \(b, t, d_in\), got list",
+        id="causal-list",
+    ),
+    pytest.param(
+        lambda: afs.simplified_attention_loop(None),
+        TypeError,
+        r"inputs: expected a torch\.Tensor of shape \(t, d_in\), got NoneType",
+        id="loop-none",
+    ),
+    pytest.param(
+        lambda: afs.softmax_naive([1.0, 2.0]),
+        TypeError,
+        r"x: expected a torch\.Tensor",
+        id="softmax-list",
+    ),
+    # dtype differs from the weights
+    pytest.param(
+        lambda: causal()(torch.rand(2, 6, 3, dtype=torch.float64)),
+        TypeError,
+        r"x: expected dtype torch\.float32 like the module's weights, got torch\.float64",
+        id="causal-float64",
+    ),
+    pytest.param(
+        lambda: afs.SelfAttentionV1(3, 2)(torch.rand(6, 3, dtype=torch.float64)),
+        TypeError,
+        r"x: expected dtype torch\.float32.*got torch\.float64",
+        id="v1-float64",
+    ),
+    pytest.param(
+        lambda: multi_head().double()(torch.rand(1, 6, 3)),
+        TypeError,
+        r"x: expected dtype torch\.float64.*got torch\.float32",
+        id="multi-head-double-module",
+    ),
+    # device differs from the weights (a meta tensor stands in for another device)
+    pytest.param(
+        lambda: causal()(torch.empty(2, 6, 3, device="meta")),
+        ValueError,
+        r"x: expected a tensor on the module's device cpu, got meta",
+        id="causal-other-device",
+    ),
+    # return_weights on the fused path, or not a bool
+    pytest.param(
+        lambda: multi_head(fused=True)(torch.rand(1, 6, 3), return_weights=True),
+        ValueError,
+        r"return_weights: expected False on the fused path.*got True",
+        id="fused-return-weights",
+    ),
+    pytest.param(
+        lambda: causal()(torch.rand(1, 6, 3), return_weights=1),
+        TypeError,
+        r"return_weights: expected a bool, got int 1",
+        id="return-weights-int",
+    ),
+    pytest.param(
+        lambda: afs.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)(
+            torch.rand(1, 6, 3), return_weights="yes"
+        ),
+        TypeError,
+        r"return_weights: expected a bool",
+        id="wrapper-return-weights-str",
+    ),
+    # cross-attention
+    pytest.param(
+        lambda: afs.CrossAttention(3, 4, 2)(torch.rand(2, 5, 3), torch.rand(3, 7, 4)),
+        ValueError,
+        r"context: expected the same batch size as x \(2\), got 3",
+        id="cross-batch",
+    ),
+    pytest.param(
+        lambda: afs.CrossAttention(3, 4, 2)(torch.rand(2, 5, 3), torch.rand(2, 7, 5)),
+        ValueError,
+        r"context: expected the last dimension to be d_context=4, got shape \(2, 7, 5\)",
+        id="cross-d_context",
+    ),
+    pytest.param(
+        lambda: afs.CrossAttention(3, 4, 2)(torch.rand(2, 5, 2), torch.rand(2, 7, 4)),
+        ValueError,
+        r"x: expected the last dimension to be d_in=3",
+        id="cross-d_in",
+    ),
+    pytest.param(
+        lambda: afs.CrossAttention(3, 4, 2)(torch.rand(2, 5, 3), torch.rand(7, 4)),
+        ValueError,
+        r"context: expected a tensor of shape \(b, s, d_context\)",
+        id="cross-context-2d",
+    ),
+    # layout helpers
+    pytest.param(
+        lambda: afs.split_heads(torch.rand(2, 6, 10), 3),
+        ValueError,
+        r"num_heads: expected a divisor of the last dimension d_out=10, got 3",
+        id="split-heads-non-divisor",
+    ),
+    pytest.param(
+        lambda: afs.split_heads(torch.rand(6, 10), 2),
+        ValueError,
+        r"x: expected a tensor of shape \(b, t, d_out\)",
+        id="split-heads-2d",
+    ),
+    pytest.param(
+        lambda: afs.split_heads(torch.rand(2, 6, 10), 0),
+        ValueError,
+        r"num_heads: expected a positive int, got 0",
+        id="split-heads-zero",
+    ),
+    pytest.param(
+        lambda: afs.merge_heads(torch.rand(2, 6, 10)),
+        ValueError,
+        r"x: expected a tensor of shape \(b, h, t, d_h\), got 3 dimension",
+        id="merge-heads-3d",
+    ),
+    pytest.param(
+        lambda: afs.describe_layout([1, 2, 3]),
+        TypeError,
+        r"x: expected a torch\.Tensor, got list",
+        id="describe-layout-list",
+    ),
+    # softmax dim
+    pytest.param(
+        lambda: afs.softmax_naive(torch.rand(6), dim=1),
+        ValueError,
+        r"dim: expected a dimension in \[-1, 0\] for a tensor of shape \(6,\), got 1",
+        id="softmax-naive-dim",
+    ),
+    pytest.param(
+        lambda: afs.softmax_stable(torch.rand(2, 3), dim=-3),
+        ValueError,
+        r"dim: expected a dimension in \[-2, 1\].*got -3",
+        id="softmax-stable-dim",
+    ),
+    pytest.param(
+        lambda: afs.softmax_stable(torch.rand(2, 3), dim=1.0),
+        TypeError,
+        r"dim: expected an int, got float",
+        id="softmax-float-dim",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), FORWARD_CASES)
+def test_bad_inputs(call: Callable[[], object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match) as info:
+        call()
+    check_message(info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plot functions
+# ---------------------------------------------------------------------------------------------
+
+PLOT_CASES = [
+    pytest.param(
+        lambda: afs.plot_attention(torch.rand(2, 6, 6)),
+        ValueError,
+        r"weights: expected a tensor of shape \(t, s\), got shape \(2, 6, 6\).*weights\[0\]",
+        id="plot-attention-3d",
+    ),
+    pytest.param(
+        lambda: afs.plot_attention([[0.5, 0.5], [0.5, 0.5]]),
+        TypeError,
+        r"weights: expected a torch\.Tensor, got list",
+        id="plot-attention-list",
+    ),
+    pytest.param(
+        lambda: afs.plot_attention(torch.rand(6, 6), ["a", "b", "c"]),
+        ValueError,
+        r"tokens: expected 6 labels to match the weights, got 3",
+        id="plot-attention-labels",
+    ),
+    pytest.param(
+        lambda: afs.plot_attention(torch.rand(6, 6), "abcdef"),
+        TypeError,
+        r"tokens: expected a sequence of strings, got a single str",
+        id="plot-attention-str-labels",
+    ),
+    pytest.param(
+        lambda: afs.plot_attention(torch.rand(2, 4), ["a", "b"], key_tokens=["x", "y", "z"]),
+        ValueError,
+        r"key_tokens: expected 4 labels to match the weights, got 3",
+        id="plot-attention-key-labels",
+    ),
+    pytest.param(
+        lambda: afs.plot_attention_heads(torch.rand(6, 6)),
+        ValueError,
+        r"weights: expected a tensor of shape \(h, t, s\), got shape \(6, 6\)",
+        id="plot-heads-2d",
+    ),
+    pytest.param(
+        lambda: afs.plot_attention_heads(torch.rand(2, 3, 3), ["a", "b"]),
+        ValueError,
+        r"tokens: expected 3 labels to match the weights, got 2",
+        id="plot-heads-labels",
+    ),
+    pytest.param(
+        lambda: afs.plot_attention_heads(torch.rand(2, 3, 3), max_cols=0),
+        ValueError,
+        r"max_cols: expected a positive int, got 0",
+        id="plot-heads-max-cols",
+    ),
+    pytest.param(
+        lambda: afs.plot_layout(torch.rand(2, 3, 4)),
+        ValueError,
+        r"x: expected a tensor with 2 dimensions, got shape \(2, 3, 4\)",
+        id="plot-layout-3d",
+    ),
+    pytest.param(
+        lambda: afs.plot_layout("not a tensor"),
+        TypeError,
+        r"x: expected a torch\.Tensor, got str",
+        id="plot-layout-str",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), PLOT_CASES)
+def test_bad_plot_arguments(call: Callable[[], object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match) as info:
+        call()
+    check_message(info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks are real checks, not asserts
+# ---------------------------------------------------------------------------------------------
+
+
+def package_sources() -> list[Path]:
+    return sorted(Path(afs.__file__).parent.glob("*.py"))
+
+
+def test_package_sources_are_found() -> None:
+    names = {path.name for path in package_sources()}
+    assert {"_checks.py", "causal.py", "multihead.py", "trainable.py", "layout.py"} <= names
+
+
+@pytest.mark.parametrize("path", package_sources(), ids=lambda path: path.name)
+def test_no_assert_statements_in_the_package(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+    assert asserts == [], f"{path.name} uses assert on lines {asserts}; raise an error instead"
