@@ -80,6 +80,8 @@ class WordVectorsUnavailable(RuntimeError):
 
     Attributes:
         reason: a short phrase saying why, e.g. "no network connection".
+
+    Introduced in chapter 4.
     """
 
     def __init__(self, message: str, reason: str = "") -> None:
@@ -88,7 +90,10 @@ class WordVectorsUnavailable(RuntimeError):
 
 
 class CorruptDownloadError(RuntimeError):
-    """A download finished but did not match its expected size or hash; nothing was kept."""
+    """A download finished but did not match its expected size or hash; nothing was kept.
+
+    Introduced in chapter 4.
+    """
 
 
 def default_cache_dir() -> Path:
@@ -96,6 +101,8 @@ def default_cache_dir() -> Path:
 
     It is ``$ATTENTION_FROM_SCRATCH_CACHE`` when that is set, else the user cache folder of
     the operating system (e.g. ``~/.cache/attention-from-scratch`` on Linux).
+
+    Introduced in chapter 4.
     """
     env = os.environ.get(CACHE_ENV)
     if env:
