@@ -316,19 +316,20 @@ def read_word_vectors(
     if not numbered:
         raise ValueError(f"{path}: expected at least one word vector, found none")
     itos: list[str] = []
-    rows: list[str] = []
-    dim = len(numbered[0][1].rstrip(" ").partition(" ")[2].split(" "))
+    values: list[str] = []
+    # The first row fixes the dimension; every row is split once and checked against it.
+    dim = max(1, len(numbered[0][1].rstrip(" ").split(" ")) - 1)
     for number, line in numbered:
         word, _, numbers = line.rstrip(" ").partition(" ")
-        count = len(numbers.split(" ")) if numbers else 0
-        if count != dim:
+        parts = numbers.split(" ") if numbers else []
+        if len(parts) != dim:
             raise ValueError(
-                f"{path}, line {number}: expected {dim} numbers after the word, got {count}"
+                f"{path}, line {number}: expected {dim} numbers after the word, got {len(parts)}"
             )
         itos.append(word)
-        rows.append(numbers)
+        values.extend(parts)
     try:
-        flat = np.array(" ".join(rows).split(" "), dtype=np.float32)
+        flat = np.array(values, dtype=np.float32)
     except ValueError as error:
         raise ValueError(f"{path}: expected only numbers after each word ({error})") from error
     if header is not None:
