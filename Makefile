@@ -31,7 +31,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not book"
 
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest --nbmake book -p no:randomly
+	$(BIN)/python -m pytest --nbmake book
 
 html-checks: $(STAMP)
 	$(BIN)/python -m pytest -m book
