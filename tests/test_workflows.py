@@ -3,8 +3,11 @@ the project promises, least privilege, timeouts, pinned actions, and the chapter
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,15 +111,60 @@ def test_book_is_built_with_warnings_as_errors_and_deployed_from_main_only() -> 
     runs = [step.get("run", "") for step in build["steps"]]
     assert "jupyter-book build . -W --keep-going" in runs
     uses = {step.get("uses", "").split("@")[0]: step for step in build["steps"]}
+    caches = [step for step in build["steps"] if step.get("uses", "").startswith("actions/cache@")]
     assert "pull_request" in uses["actions/upload-artifact"]["if"]
     assert "refs/heads/main" in uses["actions/upload-pages-artifact"]["if"]
     assert "refs/heads/main" in deploy["if"] and "pull_request" in deploy["if"]
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
     assert deploy["needs"] == "build"
     assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
-    cache = uses["actions/cache"]
-    assert cache["with"]["path"] == "_build/.jupyter_cache"
+    (cache,) = [step for step in caches if step["with"]["path"] == "_build/.jupyter_cache"]
     assert cache["if"] == "github.event_name == 'pull_request'"
+
+
+def test_published_book_uses_the_real_word_vectors_cached_by_checksum() -> None:
+    build = load("book.yml")["jobs"]["build"]
+    assert build["env"]["ATTENTION_FROM_SCRATCH_REQUIRE_REAL_VECTORS"] == "1"
+    assert "ATTENTION_FROM_SCRATCH_OFFLINE" not in build["env"]
+    cache_dir = build["env"]["ATTENTION_FROM_SCRATCH_CACHE"]
+    steps = build["steps"]
+    (vectors,) = [s for s in steps if s.get("with", {}).get("path") == ".vector_cache"]
+    assert cache_dir == "${{ github.workspace }}/.vector_cache"
+    assert "if" not in vectors, "the vectors are cached for every build, main included"
+    # The key is the published checksum of the 50-dimensional file the chapter loads.
+    source = (ROOT / "src" / "attention_from_scratch" / "word_vectors.py").read_text("utf-8")
+    md5 = re.search(r'\(50, "([0-9a-f]{32})"', source).group(1)
+    assert vectors["with"]["key"].endswith(md5)
+    # Fetched before the build, outside any fallback: a failed download fails the job.
+    runs = [step.get("run", "") for step in steps]
+    fetch = next(i for i, run in enumerate(runs) if "GloVe(" in run)
+    assert "standin" not in runs[fetch] and "load_glove" not in runs[fetch]
+    assert fetch < runs.index("jupyter-book build . -W --keep-going")
+    assert steps.index(vectors) < fetch
+
+
+def test_gpu_check_prints_the_device_name_and_fails_without_a_gpu(tmp_path: Path) -> None:
+    (job,) = load("gpu.yml")["jobs"].values()
+    runs = [step.get("run", "") for step in job["steps"]]
+    (check,) = [run for run in runs if "torch.cuda.is_available()" in run]
+    (code,) = re.findall(r'python -c "(.*)"', check)
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    for available, expected_rc, expected in ((True, 0, "Fake GPU 80GB"), (False, 1, "no CUDA")):
+        (fake / "__init__.py").write_text(
+            "class cuda:\n"
+            f"    is_available = staticmethod(lambda: {available})\n"
+            "    get_device_name = staticmethod(lambda: 'Fake GPU 80GB')\n",
+            encoding="utf-8",
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == expected_rc
+        assert expected in result.stdout + result.stderr
 
 
 def test_ci_script_runs_the_readme_test_command() -> None:
@@ -132,6 +180,7 @@ def test_ci_script_runs_the_readme_test_command() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     test_target = re.search(r"^test: (.*)$", makefile, re.MULTILINE).group(1)
     assert shlex.split(test_target) == [
+        "prerequisites",
         "lint",
         "unit",
         "notebooks",
