@@ -6,6 +6,9 @@ the pipeline, not a reason to pass.
 
 from __future__ import annotations
 
+import os
+import re
+import struct
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,69 @@ def test_references_page_lists_the_papers() -> None:
     text = page("book/references").get_text()
     assert "Attention Is All You Need" in text
     assert "Jointly Learning to Align and Translate" in text
+
+
+# The book's column shows about 80 characters of code or output before it scrolls sideways.
+COLUMN = 80
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_code_and_outputs_fit_the_column(path: Path) -> None:
+    soup = page(f"book/{path.stem}")
+    wide = [
+        line
+        for block in soup.select("div.cell pre")
+        for line in block.get_text().splitlines()
+        if len(line.rstrip()) > COLUMN
+    ]
+    assert wide == []
+
+
+def png_width(path: Path) -> int:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", path
+    return struct.unpack(">I", header[16:20])[0]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_figures_are_drawn_for_the_column(path: Path) -> None:
+    # A figure wider than the column is scaled down until its text cannot be read: 7 inches
+    # at 100 dpi is the most the column shows at full size.
+    soup = page(f"book/{path.stem}")
+    widths = {
+        img["src"]: png_width((BUILD_HTML / "book" / img["src"]).resolve())
+        for img in soup.select("article img")
+        if img["src"].endswith(".png")
+    }
+    assert widths, "no figures"
+    assert {src: width for src, width in widths.items() if width > 720} == {}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_object_repr_printed_by_accident(path: Path) -> None:
+    text = page(f"book/{path.stem}").get_text()
+    assert not re.findall(r"<[\w.]+ (object )?at 0x[0-9a-f]+>", text)
+
+
+@pytest.mark.parametrize("name", ["book/notation", *[f"book/{p.stem}" for p in NOTEBOOKS]])
+def test_one_top_bar_and_each_inline_script_once(name: str) -> None:
+    soup = page(name)
+    html = str(soup)
+    # Declared twice, the second `const` stops the live-code (Thebe) configuration script.
+    assert html.count("const THEBE_JS_URL") == 1
+    assert html.count("var togglebuttonSelector") == 1
+    # The search box lives in the sidebar; a header with a second one is a theme mismatch.
+    assert [len(header.select("[class*=search]")) for header in soup.select("header")] in (
+        [],
+        [0],
+    )
+
+
+def test_word_vector_chapter_shows_real_vectors_where_the_build_requires_them() -> None:
+    text = page("book/04_multi_head_attention").get_text()
+    if os.environ.get("ATTENTION_FROM_SCRATCH_REQUIRE_REAL_VECTORS") == "1":
+        # The published book: the real GloVe vectors, never the stand-in.
+        assert "STAND-IN" not in text
+    else:
+        # Local and test builds may use the stand-in, but then it says so.
+        assert "STAND-IN" not in text or "STAND-IN WORD VECTORS" in text

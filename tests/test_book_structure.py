@@ -3,7 +3,11 @@ built to the course's conventions (install cell, device, seeds, figures, exercis
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,13 +29,15 @@ def markdown(path: Path) -> str:
     )
 
 
-def test_five_chapters_in_reading_order() -> None:
+def test_seven_chapters_in_reading_order() -> None:
     assert [path.stem for path in NOTEBOOKS] == [
         "01_simplified_attention",
         "02_trainable_qkv",
         "03_causal_attention",
         "04_multi_head_attention",
         "05_tensor_layout",
+        "06_attention_that_learns",
+        "07_attention_at_scale",
     ]
 
 
@@ -59,11 +65,113 @@ def test_first_code_cell_installs_the_package_from_the_configured_repository(
     path: Path,
 ) -> None:
     owner_name, branch = repository()
-    first = "".join(code_cells(path)[0]["source"])
+    cell = code_cells(path)[0]
+    first = "".join(cell["source"])
+    assert "hide-input" in cell["metadata"].get("tags", [])
     assert 'find_spec("attention_from_scratch") is None' in first
-    assert "%pip install" in first
-    assert f"git+https://github.com/{owner_name}@{branch}" in first
+    assert f'REPOSITORY = "https://github.com/{owner_name}"' in first
+    assert f'BRANCH = "{branch}"' in first
+    assert 'f"git+{REPOSITORY}@{BRANCH}"' in first
     assert "ATTENTION_FROM_SCRATCH_PACKAGE" in first
+    # pip gets an argument list: a path with spaces works and the variable cannot run shell
+    # commands (IPython's `%pip` and `!pip` expand `{...}` and `$...` into a shell line).
+    assert '[sys.executable, "-m", "pip", "install", "--quiet", package]' in first
+    assert "%pip" not in first and "!pip" not in first and "shell=True" not in first
+
+
+def test_install_cell_installs_a_package_from_a_path_with_spaces(tmp_path: Path) -> None:
+    """Run the install cell of the first chapter as a script, with pip replaced by a stub that
+    records its arguments: the package spec arrives whole, and a spec that would be a shell
+    injection arrives as one literal argument."""
+    source = "".join(code_cells(NOTEBOOKS[0])[0]["source"])
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "pip").mkdir()
+    (stub / "pip" / "__main__.py").write_text(
+        "import json, os, sys\n"
+        "with open(os.environ['ARGS_LOG'], 'w') as f: json.dump(sys.argv[1:], f)\n",
+        encoding="utf-8",
+    )
+    script = tmp_path / "install.py"
+    # The package is installed in this environment: pretend it is missing, as in Colab.
+    script.write_text(
+        "import importlib.util\nimportlib.util.find_spec = lambda name, *a, **k: None\n" + source,
+        encoding="utf-8",
+    )
+    for spec in (str(tmp_path / "a folder" / "course.whl"), "x; touch INJECTED"):
+        log = tmp_path / "args.json"
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(stub),
+            "ATTENTION_FROM_SCRATCH_PACKAGE": spec,
+            "ARGS_LOG": str(log),
+        }
+        subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, check=True)
+        assert json.loads(log.read_text(encoding="utf-8")) == ["install", "--quiet", spec]
+        assert not (tmp_path / "INJECTED").exists()
+
+
+# Words that tell the reader where the course came from; the book speaks in its own voice.
+SOURCE_MENTIONS = re.compile(
+    r"source notebook|(in|from) the source[,.;:)]|the source (printed|wrote|says|called|used"
+    r"|left|made)|seed (material|document|notebook)|\bthe seeds\b|slips in the source",
+    re.IGNORECASE,
+)
+
+
+def book_pages() -> list[Path]:
+    return sorted((ROOT / "book").glob("*.md")) + NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", book_pages(), ids=lambda path: path.name)
+def test_no_page_mentions_the_material_the_course_was_written_from(path: Path) -> None:
+    text = markdown(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":
+        text += "\n".join("".join(cell["source"]) for cell in code_cells(path))
+    assert [match.group(0) for match in SOURCE_MENTIONS.finditer(text)] == []
+
+
+# One notation (book/notation.md): scores omega_ij, weights alpha_ij, context vectors z^(i),
+# inputs x^(i), tokens counted from 0.
+OTHER_NOTATIONS = {
+    r"s_\{?ij": "scores are \\omega_{ij}",
+    r"(?<![\\\w])a_\{?ij": "weights are \\alpha_{ij}",
+    r"z_\{?ij": "context vectors are z^{(i)}",
+    r"\\mathbf\{x\}_": "inputs are x^{(i)}",
+    r"x_\{?[1-9]\}?(?![\w(])": "inputs are x^{(i)}, counted from 0",
+    r"x\^\{\(6\)\}": "the toy sentence's last token is x^{(5)}",
+}
+
+
+@pytest.mark.parametrize("path", book_pages(), ids=lambda path: path.name)
+def test_one_notation_and_zero_based_tokens(path: Path) -> None:
+    text = markdown(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+    found = [
+        (hint, match.group(0))
+        for pattern, hint in OTHER_NOTATIONS.items()
+        for match in re.finditer(pattern, text)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_cell_shows_a_seed_generator_by_accident(path: Path) -> None:
+    # `torch.manual_seed(...)` returns a Generator, which a cell would print as
+    # `<torch._C.Generator at 0x...>` when the call is its last line.
+    for cell in code_cells(path):
+        lines = [line for line in "".join(cell["source"]).splitlines() if line.strip()]
+        if lines:
+            assert not re.fullmatch(r"\s*torch\.manual_seed\([^)]*\)\s*", lines[-1])
+
+
+@pytest.mark.parametrize("path", book_pages(), ids=lambda path: path.name)
+def test_headings_hold_no_code_and_tables_fit_a_phone(path: Path) -> None:
+    text = markdown(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+    for heading in re.findall(r"^#+ .*$", text, re.MULTILINE):
+        assert "`" not in heading, heading
+    for row in re.findall(r"^\|.*\|$", text, re.MULTILINE):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert len(cells) <= 4, row
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
