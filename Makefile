@@ -13,7 +13,7 @@ export TORCH
 # here must drop it, or the book would show outputs of the old package.
 PACKAGE_SOURCES := $(shell find src -name '*.py' -not -path '*/__pycache__/*')
 
-.PHONY: book book-fresh test prerequisites lint unit notebooks html-checks workflows bench clean
+.PHONY: book book-fresh test prerequisites clear-outputs lint unit notebooks html-checks workflows bench clean
 
 $(STAMP): requirements.txt pyproject.toml tools/prerequisites.py tools/ipython_kernel_config.py
 	$(PYTHON) tools/prerequisites.py book
@@ -62,6 +62,10 @@ bench: $(STAMP)
 
 prerequisites:
 	@$(PYTHON) tools/prerequisites.py test
+
+# Notebooks are stored without outputs (tests/test_book_structure.py checks it).
+clear-outputs: $(STAMP)
+	$(BIN)/nbstripout book/*.ipynb
 
 clean:
 	rm -rf _build $(VENV) .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
