@@ -1,0 +1,619 @@
+"""Exercises, their checks and the self-check a student runs in a notebook.
+
+Each exercise is declared once, in the module of its chapter (``exercises/chN.py``)::
+
+    from ._core import Exercise
+
+    sliding_window = Exercise("ch3-ex-sliding-window", chapter=3)
+
+    @sliding_window.check(points=1, hint="`window_mask` must be a (6, 6) bool tensor.")
+    def mask_shape(window_mask):
+        assert window_mask.shape == (6, 6) and window_mask.dtype == torch.bool
+
+A check is a function whose arguments are looked up by name in the notebook's namespace. It
+passes when it returns without raising. A missing name, an answer still ``...`` or any
+exception makes it fail with its hint. The book's exercise cells call :func:`check`; the
+grader (``tools/grade.py``) calls :func:`report_for_grader`, which also runs the checks that
+instructors keep hidden in ``grading/hidden/chN.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import pkgutil
+import re
+import sys
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+LABEL_PATTERN = re.compile(r"^ch(\d+)-ex-[a-z0-9]+(?:-[a-z0-9]+)*$")
+# Printed lines stay within the book's 79 columns.
+WIDTH = 79
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Every exercise declared so far, by label. A chapter module registers its exercises when it
+# is imported; importing it again (a reload) replaces them.
+_REGISTRY: dict[str, Exercise] = {}
+# Files of checks already loaded by path (hidden checks, test fixtures), so each runs once.
+_LOADED_FILES: dict[Path, Any] = {}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of an exercise: a function, its points and the hint shown when it fails.
+
+    Introduced in chapter 1.
+
+    Args:
+        name: the check function's name, unique within its exercise.
+        function: the check; its parameters name the notebook variables it needs.
+        points: points earned when it passes (a positive number).
+        hint: what to look at when it fails, shown to the student.
+        hidden: True for checks kept out of the students' package (grading only).
+    """
+
+    name: str
+    function: Callable[..., Any]
+    points: float
+    hint: str
+    hidden: bool = False
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The names the check looks up in the namespace, in order."""
+        return tuple(inspect.signature(self.function).parameters)
+
+    @property
+    def title(self) -> str:
+        """A readable name: the docstring's first line, or the function name in words."""
+        doc = inspect.getdoc(self.function)
+        if doc:
+            return doc.splitlines()[0].strip()
+        return self.name.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check.
+
+    Introduced in chapter 1.
+
+    Args:
+        name: the check's function name.
+        title: its readable name.
+        points: the points it is worth.
+        passed: whether it passed.
+        hint: its hint (shown when it failed).
+        reason: why it failed, in one line ("" when it passed).
+        hidden: whether it is a hidden (grading-only) check.
+    """
+
+    name: str
+    title: str
+    points: float
+    passed: bool
+    hint: str
+    reason: str = ""
+    hidden: bool = False
+
+    @property
+    def earned(self) -> float:
+        """``points`` when the check passed, else 0."""
+        return self.points if self.passed else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary of every field."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "points": self.points,
+            "passed": self.passed,
+            "hint": self.hint,
+            "reason": self.reason,
+            "hidden": self.hidden,
+        }
+
+
+@dataclass(frozen=True)
+class ExerciseResult:
+    """The outcome of checking one exercise: what :func:`check` returns.
+
+    Introduced in chapter 1.
+
+    Args:
+        label: the exercise's label, e.g. ``"ch3-ex-sliding-window"``.
+        checks: one result per check that ran.
+        manual_points: points a human grades (not included in ``possible``).
+        error: why the exercise could not be checked at all ("" when it could).
+    """
+
+    label: str
+    checks: tuple[CheckResult, ...] = ()
+    manual_points: float = 0.0
+    error: str = ""
+
+    @property
+    def earned(self) -> float:
+        """Auto-graded points earned."""
+        return float(sum(c.earned for c in self.checks))
+
+    @property
+    def possible(self) -> float:
+        """Auto-graded points possible."""
+        return float(sum(c.points for c in self.checks))
+
+    @property
+    def passed(self) -> bool:
+        """True when there were checks and every one passed."""
+        return not self.error and bool(self.checks) and all(c.passed for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary, used by the grader."""
+        return {
+            "label": self.label,
+            "earned": self.earned,
+            "possible": self.possible,
+            "manual_points": self.manual_points,
+            "error": self.error,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"ExerciseResult({self.label!r}, earned={_fmt(self.earned)}, "
+            f"possible={_fmt(self.possible)})"
+        )
+
+    def _ipython_display_(self) -> None:
+        # `check(...)` is the last line of its cell: the lines are already printed, so the
+        # notebook should not echo the result object below them.
+        return None
+
+
+class Exercise:
+    """An exercise of a chapter: its label, its checks and any points graded by a human.
+
+    Introduced in chapter 1.
+
+    Args:
+        label: the label of the exercise in the book, ``chN-ex-name``.
+        chapter: the chapter number ``N``; must match the label.
+        manual_points: points a human grades (an explanation), 0 if none.
+        rubric: guidance for the human grader, required when ``manual_points > 0``.
+
+    Raises:
+        ValueError: the label is malformed, disagrees with ``chapter``, or points are negative.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        chapter: int,
+        manual_points: float = 0,
+        rubric: str | None = None,
+    ) -> None:
+        if not isinstance(label, str):
+            raise TypeError(f"label: expected a str, got {type(label).__name__}")
+        match = LABEL_PATTERN.match(label)
+        if match is None:
+            raise ValueError(f"label: expected 'chN-ex-name' in lowercase, got {label!r}")
+        if isinstance(chapter, bool) or not isinstance(chapter, int):
+            raise TypeError(f"chapter: expected an int, got {type(chapter).__name__}")
+        if int(match.group(1)) != chapter:
+            raise ValueError(
+                f"chapter: expected {match.group(1)} (from the label {label!r}), got {chapter}"
+            )
+        if not _is_number(manual_points) or manual_points < 0:
+            raise ValueError(f"manual_points: expected a number >= 0, got {manual_points!r}")
+        if manual_points > 0 and not rubric:
+            raise ValueError(
+                f"rubric: expected a rubric for a human grader when manual_points > 0, "
+                f"got {rubric!r}"
+            )
+        self.label = label
+        self.chapter = chapter
+        self.manual_points = float(manual_points)
+        self.rubric = rubric
+        self.checks: list[Check] = []
+        _REGISTRY[label] = self
+
+    def check(self, points: float = 1, hint: str = "", hidden: bool = False) -> Callable[[F], F]:
+        """Register a check on this exercise (a decorator).
+
+        Args:
+            points: the points the check is worth (a positive number).
+            hint: shown to the student when the check fails; required.
+            hidden: True in ``grading/hidden/chN.py`` for checks used only by the grader.
+
+        Returns:
+            A decorator that registers the function and returns it unchanged, so tests can
+            call it directly.
+        """
+        if not _is_number(points) or points <= 0:
+            raise ValueError(f"points: expected a number > 0, got {points!r}")
+        if not isinstance(hint, str) or not hint.strip():
+            raise ValueError(f"hint: expected a non-empty str, got {hint!r}")
+
+        def register(function: F) -> F:
+            kinds = {p.kind for p in inspect.signature(function).parameters.values()}
+            if kinds - {inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY}:
+                raise ValueError(
+                    f"{function.__name__}: expected named parameters only (each is looked up "
+                    f"in the notebook), got {inspect.signature(function)}"
+                )
+            new = Check(function.__name__, function, float(points), hint.strip(), bool(hidden))
+            # Loading the same file again replaces a check instead of counting it twice.
+            self.checks = [c for c in self.checks if c.name != new.name] + [new]
+            return function
+
+        return register
+
+    @property
+    def public_checks(self) -> list[Check]:
+        """The checks shipped to students."""
+        return [c for c in self.checks if not c.hidden]
+
+    @property
+    def points(self) -> float:
+        """Auto-graded points of every check registered so far (hidden ones included)."""
+        return float(sum(c.points for c in self.checks))
+
+    @property
+    def auto_graded(self) -> bool:
+        """True when the exercise has at least one check."""
+        return bool(self.checks)
+
+    def run(self, namespace: Mapping[str, Any], hidden: bool = False) -> ExerciseResult:
+        """Run the checks against ``namespace``; never raises.
+
+        Args:
+            namespace: the variables of the notebook (its globals).
+            hidden: also run hidden checks (the grader does; the self-check does not).
+
+        Returns:
+            One :class:`ExerciseResult` with a :class:`CheckResult` per check.
+        """
+        checks = self.checks if hidden else self.public_checks
+        return ExerciseResult(
+            self.label,
+            tuple(_run_one(c, namespace) for c in checks),
+            manual_points=self.manual_points,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Exercise({self.label!r}, chapter={self.chapter}, points={_fmt(self.points)}, "
+            f"manual_points={_fmt(self.manual_points)})"
+        )
+
+
+def _is_number(value: object) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(float(value))
+    )
+
+
+def _fmt(points: float) -> str:
+    return f"{points:g}"
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _run_one(check: Check, namespace: Mapping[str, Any]) -> CheckResult:
+    def failed(reason: str) -> CheckResult:
+        return CheckResult(
+            check.name, check.title, check.points, False, check.hint, reason, check.hidden
+        )
+
+    arguments: dict[str, Any] = {}
+    for name, parameter in inspect.signature(check.function).parameters.items():
+        if name in namespace:
+            value = namespace[name]
+        elif parameter.default is not inspect.Parameter.empty:
+            value = parameter.default
+        else:
+            return failed(f"`{name}` is not defined: write it in the exercise's cell and run it.")
+        if value is Ellipsis:
+            return failed(f"`{name}` is still `...`: replace it with your answer and run it.")
+        arguments[name] = value
+    try:
+        # A check that draws random numbers must not move the notebook's own random stream,
+        # or the cells after an exercise would print different numbers once it is checked.
+        with torch.random.fork_rng(devices=[]):
+            check.function(**arguments)
+    except Exception as error:  # the student's objects may raise anything
+        if isinstance(error, AssertionError) and not str(error):
+            return failed("")
+        return failed(_one_line(f"{type(error).__name__}: {error}"))
+    return CheckResult(check.name, check.title, check.points, True, check.hint, "", check.hidden)
+
+
+def chapter_of(label: str) -> int:
+    """The chapter number in a label.
+
+    Introduced in chapter 1.
+
+    Args:
+        label: an exercise label, ``chN-ex-name``.
+
+    Returns:
+        ``N``.
+
+    Raises:
+        ValueError: the label is not of the form ``chN-ex-name``.
+    """
+    match = LABEL_PATTERN.match(label) if isinstance(label, str) else None
+    if match is None:
+        raise ValueError(f"label: expected 'chN-ex-name' in lowercase, got {label!r}")
+    return int(match.group(1))
+
+
+def load_chapter(chapter: int) -> list[Exercise]:
+    """Import the checks of one chapter (``attention_from_scratch.exercises.chN``).
+
+    Introduced in chapter 1.
+
+    Args:
+        chapter: the chapter number.
+
+    Returns:
+        Its exercises in the order they were declared (an empty list if it has none, or if
+        it has no module).
+    """
+    name = f"{__package__}.ch{chapter}"
+    if name not in sys.modules:
+        with contextlib.suppress(ModuleNotFoundError):
+            importlib.import_module(name)
+    return [e for e in _REGISTRY.values() if e.chapter == chapter]
+
+
+def get_exercise(label: str) -> Exercise:
+    """The exercise with this label, importing its chapter's module if needed.
+
+    Introduced in chapter 1.
+
+    Args:
+        label: the exercise label, ``chN-ex-name``.
+
+    Returns:
+        The registered :class:`Exercise`.
+
+    Raises:
+        ValueError: the label is malformed.
+        KeyError: no exercise has this label.
+    """
+    chapter = chapter_of(label)
+    if label not in _REGISTRY:
+        load_chapter(chapter)
+    if label not in _REGISTRY:
+        raise KeyError(f"label: expected a known exercise, got {label!r}")
+    return _REGISTRY[label]
+
+
+def all_exercises() -> list[Exercise]:
+    """Every exercise of the package (and any loaded check files), by chapter then order.
+
+    Introduced in chapter 1.
+
+    Returns:
+        The registered exercises, sorted by chapter; within a chapter, in declaration order.
+    """
+    package_dir = Path(__file__).parent
+    for module in pkgutil.iter_modules([str(package_dir)]):
+        match = re.fullmatch(r"ch(\d+)", module.name)
+        if match:
+            load_chapter(int(match.group(1)))
+    order = {label: i for i, label in enumerate(_REGISTRY)}
+    return sorted(_REGISTRY.values(), key=lambda e: (e.chapter, order[e.label]))
+
+
+def load_check_file(path: str | Path) -> Any:
+    """Import a file of checks by path, once (hidden checks, or checks used by tests).
+
+    Introduced in chapter 1.
+
+    Args:
+        path: a Python file that declares exercises or adds checks to them.
+
+    Returns:
+        The imported module.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+    """
+    path = Path(path).resolve()
+    if path in _LOADED_FILES:
+        return _LOADED_FILES[path]
+    if not path.is_file():
+        raise FileNotFoundError(f"path: expected a Python file of checks, got {str(path)!r}")
+    module_name = f"_attention_from_scratch_checks_{len(_LOADED_FILES)}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"path: expected an importable Python file, got {str(path)!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    _LOADED_FILES[path] = module
+    return module
+
+
+def load_hidden(directory: str | Path, chapters: Iterable[int] | None = None) -> None:
+    """Load the hidden checks ``chN.py`` found in ``directory`` (e.g. ``grading/hidden``).
+
+    Introduced in chapter 1.
+
+    Args:
+        directory: the folder of hidden check files; a missing folder loads nothing.
+        chapters: only these chapters, or every ``chN.py`` in the folder when None.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    wanted = None if chapters is None else set(chapters)
+    for path in sorted(directory.glob("ch*.py")):
+        match = re.fullmatch(r"ch(\d+)", path.stem)
+        if match and (wanted is None or int(match.group(1)) in wanted):
+            load_chapter(int(match.group(1)))
+            load_check_file(path)
+
+
+def run_checks(label: str, namespace: Mapping[str, Any], hidden: bool = False) -> ExerciseResult:
+    """Run an exercise's checks against a namespace without printing; never raises.
+
+    Introduced in chapter 1.
+
+    Args:
+        label: the exercise label, ``chN-ex-name``.
+        namespace: the variables to check (a notebook's globals).
+        hidden: also run hidden checks that were loaded with :func:`load_hidden`.
+
+    Returns:
+        The :class:`ExerciseResult`; its ``error`` says why when the label is unknown.
+    """
+    try:
+        exercise = get_exercise(label)
+    except (KeyError, ValueError) as error:
+        return ExerciseResult(str(label), error=_one_line(str(error.args[0])))
+    except Exception as error:  # a broken chapter module must not crash a student's notebook
+        return ExerciseResult(
+            str(label), error=_one_line(f"the checks could not be loaded: {error}")
+        )
+    return exercise.run(namespace, hidden=hidden)
+
+
+def format_result(result: ExerciseResult) -> str:
+    """The lines :func:`check` prints: one per check, then a plain verdict.
+
+    Introduced in chapter 1.
+
+    Args:
+        result: the result of :func:`run_checks`.
+
+    Returns:
+        Text wrapped to 79 columns.
+    """
+    wrap = textwrap.TextWrapper(width=WIDTH, subsequent_indent=" " * 8)
+    lines = []
+    if result.error:
+        lines.append(f"{result.label}: cannot check this exercise: {result.error}")
+        return "\n".join(wrap.fill(line) for line in lines)
+    if not result.checks:
+        lines.append(
+            f"{result.label}: nothing to check automatically; your instructor reads this answer."
+        )
+        return "\n".join(wrap.fill(line) for line in lines)
+    lines.append(f"{result.label}:")
+    for c in result.checks:
+        verdict = "pass" if c.passed else "FAIL"
+        unit = "point" if c.points == 1 else "points"
+        lines.append(wrap.fill(f"  {verdict}  {c.title} ({_fmt(c.points)} {unit})"))
+        if not c.passed:
+            if c.reason:
+                lines.append(wrap.fill(f"        {c.reason}"))
+            lines.append(wrap.fill(f"        Hint: {c.hint}"))
+    passed = sum(c.passed for c in result.checks)
+    wrap = textwrap.TextWrapper(width=WIDTH)
+    if result.passed:
+        lines.append(
+            wrap.fill(
+                f"All {len(result.checks)} checks pass "
+                f"({_fmt(result.earned)}/{_fmt(result.possible)} points). Well done!"
+            )
+        )
+    else:
+        lines.append(
+            wrap.fill(
+                f"{passed} of {len(result.checks)} checks pass "
+                f"({_fmt(result.earned)}/{_fmt(result.possible)} points): fix the ones "
+                "marked FAIL and run this cell again."
+            )
+        )
+    return "\n".join(lines)
+
+
+def check(label: str, namespace: Mapping[str, Any] | None = None) -> ExerciseResult:
+    """Check an exercise's answer and print which checks pass, with a hint for each failure.
+
+    This is the call in every exercise's check cell: ``check("ch3-ex-sliding-window")``.
+    It runs offline, uses only the package, and never raises.
+
+    Introduced in chapter 1.
+
+    Args:
+        label: the exercise label, ``chN-ex-name``.
+        namespace: the variables to check; by default the globals of the caller (the
+            notebook).
+
+    Returns:
+        The :class:`ExerciseResult` (points earned and possible).
+    """
+    if namespace is None:
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        namespace = caller.f_globals if caller is not None else vars(sys.modules["__main__"])
+        del frame, caller
+    result = run_checks(label, namespace, hidden=False)
+    print(format_result(result))
+    return result
+
+
+def report_for_grader(
+    labels: Iterable[str],
+    nonce: str,
+    hidden_dir: str | None = None,
+    check_files: Iterable[str] = (),
+    namespace: Mapping[str, Any] | None = None,
+) -> None:
+    """Run public and hidden checks and print one JSON line for the grader.
+
+    The grader replaces each check cell of a submission with a call to this function, so
+    every exercise is checked right after its own cells ran. The line starts with a random
+    ``nonce`` chosen by the grader for this run, which the submission cannot know in advance.
+
+    Introduced in chapter 1.
+
+    Args:
+        labels: the exercises to check.
+        nonce: the marker that starts the printed line.
+        hidden_dir: the folder of hidden checks, or None.
+        check_files: extra files of checks to load first (used by tests).
+        namespace: the variables to check; by default the caller's globals.
+    """
+    if namespace is None:
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        namespace = caller.f_globals if caller is not None else vars(sys.modules["__main__"])
+        del frame, caller
+    labels = list(labels)
+    results = []
+    load_error = ""
+    try:
+        for path in check_files:
+            load_check_file(path)
+        if hidden_dir is not None:
+            chapters = {chapter_of(label) for label in labels if LABEL_PATTERN.match(label)}
+            load_hidden(hidden_dir, chapters)
+    except Exception as error:  # report it: a broken hidden file must not look like 0 points
+        load_error = _one_line(f"{type(error).__name__}: {error}")
+    for label in labels:
+        result = run_checks(label, namespace, hidden=True)
+        if load_error:
+            result = ExerciseResult(label, error=f"loading checks failed: {load_error}")
+        results.append(result.to_dict())
+    print(nonce + json.dumps(results), flush=True)
