@@ -607,8 +607,9 @@ def report_for_grader(
         for path in check_files:
             load_check_file(path)
         if hidden_dir is not None:
+            # No labels (the grader's first cell): load every chapter's hidden checks.
             chapters = {chapter_of(label) for label in labels if LABEL_PATTERN.match(label)}
-            load_hidden(hidden_dir, chapters)
+            load_hidden(hidden_dir, chapters or None)
     except Exception as error:  # report it: a broken hidden file must not look like 0 points
         load_error = _one_line(f"{type(error).__name__}: {error}")
     for label in labels:
