@@ -13,7 +13,7 @@ export TORCH
 # here must drop it, or the book would show outputs of the old package.
 PACKAGE_SOURCES := $(shell find src -name '*.py' -not -path '*/__pycache__/*')
 
-.PHONY: book book-fresh test prerequisites clear-outputs lint unit notebooks html-checks workflows bench clean
+.PHONY: book book-fresh test prerequisites clear-outputs lint unit notebooks html-checks workflows bench clean student grade
 
 $(STAMP): requirements.txt pyproject.toml tools/prerequisites.py tools/ipython_kernel_config.py
 	$(PYTHON) tools/prerequisites.py book
@@ -29,7 +29,8 @@ _build/.package-stamp: $(PACKAGE_SOURCES)
 	mkdir -p _build
 	touch $@
 
-book: $(STAMP) _build/.package-stamp
+# The book links the student edition's zip (html_extra_path in _config.yml), so build it first.
+book: $(STAMP) _build/.package-stamp student
 	$(BIN)/jupyter-book build . -W --keep-going
 	@echo "The book is in _build/html: open _build/html/index.html in a browser."
 
@@ -56,6 +57,18 @@ workflows: $(STAMP)
 	$(BIN)/python tools/actionlint.py .github/workflows
 
 test: prerequisites lint unit notebooks book-fresh html-checks workflows
+
+# The student edition: every chapter with its solutions replaced by stubs, and a zip to hand out.
+student: $(STAMP)
+	$(BIN)/python tools/student_edition.py
+	@echo "The student edition is in _build/student (hand out attention-from-scratch-student.zip)."
+
+# Grade a folder of submitted notebooks: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2].
+TIMEOUT ?= 600
+WORKERS ?= 2
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2]"; exit 2; }
+	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_paths.py
