@@ -1,0 +1,263 @@
+"""The grader (`make grade`): fresh kernels, timeouts, a CSV row per file, and full marks for
+the book's own chapters.
+
+The reference chapters are graded once per test session (two at a time) and shared by every
+test that needs them; that run also proves each chapter runs top to bottom without a cell
+raising.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "exercise_fixtures"
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(FIXTURES))
+
+import exercise_table  # noqa: E402
+import grade  # noqa: E402
+import student_edition  # noqa: E402
+from make_fixture import write_fixture  # noqa: E402
+
+from attention_from_scratch.exercises import all_exercises, load_hidden  # noqa: E402
+
+CHAPTERS = student_edition.chapter_notebooks(ROOT)
+MUTATED = "mutated.ipynb"
+
+
+def read_csv(path: Path) -> dict[str, dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return {row["submission"]: row for row in csv.DictReader(handle)}
+
+
+# ------------------------------------------------------------------- small fixture submissions
+
+
+@pytest.fixture(scope="module")
+def fixture_grades(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("submissions")
+    write_fixture(folder / "good.ipynb")
+    write_fixture(folder / "wrong.ipynb", double="doubled = base + 2\n")
+    write_fixture(folder / "raising.ipynb", double="raise RuntimeError('not yet')\n")
+    write_fixture(folder / "loop.ipynb", total="while True:\n    pass\n")
+    # A submission that tries to forge a full mark by printing a result line of its own.
+    write_fixture(
+        folder / "forged.ipynb",
+        double='print(\'GRADER-0:[{"label": "ch0-ex-double", "earned": 9}]\')\ndoubled = 0\n',
+    )
+    (folder / "notes.txt").write_text("not a notebook")
+    (folder / "broken.ipynb").write_text("{ this is not json")
+    grade.grade_folder(
+        folder,
+        timeout=20,
+        workers=2,
+        hidden_dir=FIXTURES / "hidden",
+        check_files=[FIXTURES / "ch0.py"],
+    )
+    return folder
+
+
+def test_a_correct_submission_gets_every_point_hidden_checks_included(
+    fixture_grades: Path,
+) -> None:
+    row = read_csv(fixture_grades / "grades.csv")["good.ipynb"]
+    # 1 + 2 public points and 1 hidden point for ch0-ex-double, 1 for ch0-ex-total.
+    assert (row["ch0-ex-double"], row["ch0-ex-total"]) == ("4", "1")
+    assert (row["total"], row["possible"], row["status"]) == ("5", "5", "ok")
+
+
+def test_a_wrong_answer_loses_only_its_points(fixture_grades: Path) -> None:
+    row = read_csv(fixture_grades / "grades.csv")["wrong.ipynb"]
+    # base + 2 has the right shape and dtype (2 points) but the wrong values.
+    assert (row["ch0-ex-double"], row["ch0-ex-total"], row["total"]) == ("2", "1", "3")
+
+
+def test_a_raising_answer_loses_only_its_exercise(fixture_grades: Path) -> None:
+    row = read_csv(fixture_grades / "grades.csv")["raising.ipynb"]
+    assert (row["ch0-ex-double"], row["ch0-ex-total"], row["total"]) == ("0", "1", "1")
+    assert row["notes"] == "1 cell(s) raised"
+    feedback = (fixture_grades / "feedback" / "raising.md").read_text()
+    assert "RuntimeError: not yet" in feedback
+    assert "`doubled` is not defined" in feedback
+
+
+def test_an_infinite_loop_is_stopped_and_reported(fixture_grades: Path) -> None:
+    rows = read_csv(fixture_grades / "grades.csv")
+    row = rows["loop.ipynb"]
+    assert row["status"] == "timeout after 20 s"
+    # What ran before the loop still counts; the loop's exercise gets nothing.
+    assert (row["ch0-ex-double"], row["ch0-ex-total"]) == ("4", "0")
+    assert rows["good.ipynb"]["status"] == "ok"
+
+
+def test_printing_a_fake_result_line_earns_nothing(fixture_grades: Path) -> None:
+    row = read_csv(fixture_grades / "grades.csv")["forged.ipynb"]
+    assert (row["ch0-ex-double"], row["total"]) == ("0", "1")
+
+
+def test_unreadable_and_non_notebook_files_are_rows_not_crashes(fixture_grades: Path) -> None:
+    rows = read_csv(fixture_grades / "grades.csv")
+    assert rows["broken.ipynb"]["status"] == "unreadable"
+    assert rows["notes.txt"]["status"] == "not a notebook"
+    assert rows["broken.ipynb"]["total"] == rows["notes.txt"]["total"] == ""
+
+
+def test_the_csv_has_the_documented_columns(fixture_grades: Path) -> None:
+    with (fixture_grades / "grades.csv").open(newline="") as handle:
+        header = next(csv.reader(handle))
+    assert header == [
+        "submission",
+        "ch0-ex-double",
+        "ch0-ex-total",
+        "total",
+        "possible",
+        "status",
+        "notes",
+    ]
+
+
+def test_feedback_lists_checks_hints_and_human_graded_exercises(fixture_grades: Path) -> None:
+    feedback = (fixture_grades / "feedback" / "wrong.md").read_text()
+    assert "- pass: doubled shape" in feedback
+    assert "Hint: `doubled` must hold 2, 4 and 6: twice `base`." in feedback
+    assert "ch0-ex-explain: 2 points" in feedback
+    assert sorted(p.name for p in (fixture_grades / "feedback").iterdir()) == [
+        "broken.md",
+        "forged.md",
+        "good.md",
+        "loop.md",
+        "raising.md",
+        "wrong.md",
+    ]
+
+
+def test_the_submission_files_are_left_untouched(tmp_path: Path) -> None:
+    path = write_fixture(tmp_path / "a.ipynb", double="doubled = base * 2\nopen('x', 'w')\n")
+    before = path.read_bytes()
+    grade.grade_folder(
+        tmp_path, timeout=20, workers=1, hidden_dir=None, check_files=[FIXTURES / "ch0.py"]
+    )
+    assert path.read_bytes() == before
+    # The file the submission wrote landed in its temporary copy, not next to it.
+    assert not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------------ the book's own chapters
+
+
+def mutate(nb: Any) -> tuple[str, str]:
+    """Give the last auto-graded exercise a raising answer and the one before a wrong one."""
+    auto = {e.label for e in all_exercises() if e.auto_graded}
+    labels = [label for label, _ in student_edition.solution_cells(nb) if label in auto]
+    labels = list(dict.fromkeys(labels))
+    wrong, raising = labels[-2], labels[-1]
+    for label, cell in student_edition.solution_cells(nb):
+        if cell.cell_type != "code":
+            continue
+        if label == wrong:
+            stub = cell.metadata["exercise"]["stub"]
+            cell.source = re.sub(r"=\s*\.\.\.", "= None", stub)
+        elif label == raising:
+            cell.source = "raise RuntimeError('not done')\n"
+    return wrong, raising
+
+
+def lightest_chapter_with_two_exercises() -> Path | None:
+    auto = {e.label for e in all_exercises() if e.auto_graded}
+    for path in CHAPTERS:  # the first chapters are the quickest to run
+        nb = nbformat.read(path, as_version=4)
+        labels = {label for label, _ in student_edition.solution_cells(nb)} & auto
+        if len(labels) >= 2:
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def chapter_grades(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("chapters")
+    for path in CHAPTERS:
+        shutil.copy(path, folder / path.name)
+    mutated = {}
+    source = lightest_chapter_with_two_exercises()
+    if source is not None:
+        nb = nbformat.read(source, as_version=4)
+        mutated = dict(zip(("wrong", "raising"), mutate(nb), strict=True))
+        mutated["source"] = source.name
+        nbformat.write(nb, folder / MUTATED)
+    rows = grade.grade_folder(folder, timeout=600, workers=2)
+    return {
+        "rows": {row["submission"]: row for row in rows},
+        "csv": read_csv(folder / "grades.csv"),
+        "mutated": mutated,
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_gets_full_marks_without_a_cell_raising(
+    chapter_grades: dict[str, Any], path: Path
+) -> None:
+    row = chapter_grades["rows"][path.name]
+    assert row["status"] == "ok", row["notes"]
+    assert row["errors"] == []
+    failed = {
+        label: [c["hint"] for c in e["checks"] if not c["passed"]] or e.get("error")
+        for label, e in row["exercises"].items()
+        if e["earned"] != e["possible"]
+    }
+    assert failed == {}
+    assert row["total"] == row["possible"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_exercise_of_a_chapter_is_declared(path: Path) -> None:
+    """Each exercise in the book has an entry (checks or a rubric) in its chapter's module."""
+    nb = nbformat.read(path, as_version=4)
+    labels = {label for label, _ in student_edition.solution_cells(nb)}
+    declared = {e.label for e in all_exercises()}
+    assert labels <= declared
+
+
+@pytest.mark.slow
+def test_a_wrong_and_a_raising_answer_lose_exactly_their_points(
+    chapter_grades: dict[str, Any],
+) -> None:
+    mutated = chapter_grades["mutated"]
+    assert mutated, "no chapter has two auto-graded exercises yet"
+    reference = chapter_grades["rows"][mutated["source"]]["exercises"]
+    row = chapter_grades["rows"][MUTATED]["exercises"]
+    for label, exercise in reference.items():
+        expected = 0 if label in (mutated["wrong"], mutated["raising"]) else exercise["possible"]
+        assert row[label]["earned"] == expected, label
+    assert any("RuntimeError: not done" in e for e in chapter_grades["rows"][MUTATED]["errors"])
+
+
+# ----------------------------------------------------------------------- the instructors' page
+
+
+def test_the_instructors_table_matches_the_exercises() -> None:
+    load_hidden(ROOT / "grading" / "hidden")
+    page = (ROOT / "book" / "instructors.md").read_text(encoding="utf-8")
+    assert exercise_table.page_with_table(page, exercise_table.table()) == page, (
+        "run `python tools/exercise_table.py` to update book/instructors.md"
+    )
+
+
+def test_the_instructors_page_fits_a_phone() -> None:
+    """Tables of four short columns; prose lines short enough not to matter."""
+    page = (ROOT / "book" / "instructors.md").read_text(encoding="utf-8")
+    for line in page.splitlines():
+        if line.startswith("|"):
+            assert line.count("|") <= 5, line
+            cells = [cell.strip(" `*") for cell in line.strip("|").split("|")]
+            assert sum(len(cell) for cell in cells) <= 40, line
