@@ -9,7 +9,9 @@ import torch
 
 from attention_from_scratch.exercises import (
     Exercise,
+    all_exercises,
     check,
+    format_result,
     get_exercise,
     load_check_file,
     load_hidden,
@@ -117,3 +119,35 @@ def test_checks_need_points_a_hint_and_named_parameters() -> None:
         exercise.check(points=1, hint=" ")
     with pytest.raises(ValueError, match="named parameters"):
         exercise.check(points=1, hint="h")(lambda *names: None)
+
+
+# Every exercise of the book (and hidden checks): each check must fail, with its hint, when the
+# answer is missing, left as `...`, or one of a few plainly wrong values.
+ROOT = Path(__file__).resolve().parent.parent
+load_hidden(ROOT / "grading" / "hidden")
+BOOK_CHECKS = [
+    (exercise.label, c)
+    for exercise in all_exercises()
+    if exercise.chapter > 0
+    for c in exercise.checks
+]
+WRONG_VALUES = [None, "wrong", torch.full((2, 2), float("nan"))]
+
+
+def test_the_book_declares_exercises() -> None:
+    assert {e.chapter for e in all_exercises() if e.chapter > 0}
+
+
+@pytest.mark.parametrize(
+    ("label", "one_check"), BOOK_CHECKS, ids=[f"{lab}:{c.name}" for lab, c in BOOK_CHECKS]
+)
+def test_every_check_fails_for_a_wrong_answer_with_its_hint(label: str, one_check) -> None:
+    exercise = get_exercise(label)
+    for value in [..., *WRONG_VALUES]:
+        namespace = dict.fromkeys(one_check.parameters, value)
+        result = exercise.run(namespace, hidden=True)
+        outcome = next(c for c in result.checks if c.name == one_check.name)
+        assert not outcome.passed, f"{one_check.name} passed with every answer = {value!r}"
+        assert outcome.hint and outcome.hint in format_result(result)
+    missing = next(c for c in exercise.run({}, hidden=True).checks if c.name == one_check.name)
+    assert not missing.passed
