@@ -16,7 +16,6 @@ Usage: python tools/grade.py DIR [--timeout 600] [--workers 2] [--hidden grading
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import re
@@ -71,11 +70,15 @@ def _call(labels: Sequence[str], nonce: str, **extra: Any) -> str:
 
 
 def _parse_marker(cell: Any, nonce: str) -> list[dict[str, Any]] | None:
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            for line in output.get("text", "").splitlines():
-                if line.startswith(nonce):
-                    return json.loads(line[len(nonce) :])
+    # A long line may arrive in several stream messages: join them before splitting lines.
+    text = "".join(
+        output.get("text", "")
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "stream" and output.get("name") == "stdout"
+    )
+    for line in text.splitlines():
+        if line.startswith(nonce):
+            return json.loads(line[len(nonce) :])
     return None
 
 
@@ -205,8 +208,9 @@ def _run_child(path: Path, config: dict[str, Any]) -> dict[str, Any]:
         # The configuration (and its marker) goes through stdin, not the command line or the
         # environment, which the submission's kernel could read.
         payload = json.dumps({**config, "path": str(path), "out": str(out)})
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run(
+        status, notes = f"timeout after {config['timeout']:g} s", "the grader stopped it"
+        try:
+            child = subprocess.run(
                 [sys.executable, str(Path(__file__).resolve()), "--one"],
                 input=payload,
                 text=True,
@@ -214,12 +218,16 @@ def _run_child(path: Path, config: dict[str, Any]) -> dict[str, Any]:
                 timeout=config["timeout"] + 120,
                 check=False,
             )
+            stderr = child.stderr.strip().splitlines()
+            status, notes = "grader error", (stderr[-1] if stderr else "")[:200]
+        except subprocess.TimeoutExpired:
+            pass
         if out.is_file():
             return json.loads(out.read_text())
     return {
         "submission": path.name,
-        "status": f"timeout after {config['timeout']:g} s",
-        "notes": "the grader stopped it",
+        "status": status,
+        "notes": notes,
         "exercises": {},
         "manual": [],
         "errors": [],
