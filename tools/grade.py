@@ -336,8 +336,10 @@ def feedback_text(row: dict[str, Any]) -> str:
             if check["passed"]:
                 lines.append(f"- pass: {check['title']}")
             else:
-                reason = f" ({check['reason']})" if check["reason"] else ""
-                lines.append(f"- FAIL: {check['title']}{reason}. Hint: {check['hint']}")
+                lines.append(f"- FAIL: {check['title']}")
+                if check["reason"]:
+                    lines.append(f"  - {check['reason']}")
+                lines.append(f"  - Hint: {check['hint']}")
         lines.append("")
     if row["manual"]:
         lines.append("## Graded by your instructor")
