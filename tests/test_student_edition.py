@@ -74,7 +74,8 @@ def test_the_fixture_becomes_stubs_and_visible_checks() -> None:
     assert "# A (3,) tensor: twice `base`.\ndoubled = ..." in "\n".join(sources)
     assert not any(DOUBLE_SOLUTION.strip() in s or TOTAL_SOLUTION.strip() in s for s in sources)
     assert not any("Doubling every entry" in s for s in sources)  # explanation removed
-    assert not any("{solution-" in s for s in sources)
+    assert not any("{solution-" in s or "{exercise}" in s for s in sources)
+    assert "**Exercise** (`ch0-ex-double`)\n\nStore the answer.\n" in sources
     checks = [c for c in student.cells if "exercise-check" in c.metadata.get("tags", [])]
     assert [c.source for c in checks] == [
         '# Run this cell to check your answer.\ncheck("ch0-ex-double")',

@@ -37,7 +37,10 @@ OUTPUTS = {"grades.csv", "feedback"}
 LABEL = r"ch\d+-ex-[a-z0-9]+(?:-[a-z0-9]+)*"
 # A check cell: optional comment lines, then exactly `check("label")`.
 CHECK_CELL = re.compile(rf"^(?:\s*#[^\n]*\n)*\s*check\(\s*[\"']({LABEL})[\"']\s*\)\s*;?\s*$")
-EXERCISE_LABEL = re.compile(rf"^:label:\s*({LABEL})\s*$", re.MULTILINE)
+# The label of an exercise in the book (`:label:`) or in the student edition's title.
+EXERCISE_LABEL = re.compile(
+    rf"^(?::label:\s*|\*\*Exercise\*\* \(`)({LABEL})(?:`\))?\s*$", re.MULTILINE
+)
 FILE_CHAPTER = re.compile(r"^0*(\d+)_")
 
 

@@ -38,6 +38,10 @@ DEFAULT_STUB = "# Write your answer here.\n"
 CHECK_COMMENT = "# Run this cell to check your answer.\n"
 SOLUTION_START = re.compile(r"^\s*(?:```|:::)\{solution-start\}\s*(\S+)")
 SOLUTION_END = re.compile(r"^\s*(?:```|:::)\{solution-end\}")
+# `:::{exercise}` with its `:label:` and other options, the statement, then `:::`.
+EXERCISE = re.compile(
+    r"^\s*:::\{exercise\}[^\n]*\n((?:\s*:[\w-]+:[^\n]*\n)*)(.*?)\n?:::\s*$", re.DOTALL
+)
 # A zip's entries carry this date, so the same notebooks always give the same file.
 ZIP_DATE = (2026, 1, 1, 0, 0, 0)
 
@@ -104,6 +108,12 @@ def student_notebook(nb: Any) -> Any:
             cells.append(nbformat.v4.new_code_cell(stub))
             continue
         _strip(cell)
+        if cell.cell_type == "markdown" and (match := EXERCISE.match(cell.source)):
+            # Jupyter and Colab show directives as raw text: give the statement a plain title
+            # (the grader reads the label from it).
+            found = re.search(r":label:\s*(\S+)", match.group(1))
+            title = f"**Exercise** (`{found.group(1)}`)" if found else "**Exercise**"
+            cell.source = f"{title}\n\n{match.group(2).strip()}\n"
         tags = cell.metadata.get("tags", [])
         if cell.cell_type == "code" and "exercise-check" in tags:
             cell.metadata["tags"] = [t for t in tags if t not in {"remove-cell", "remove-input"}]
