@@ -29,15 +29,13 @@ def markdown(path: Path) -> str:
     )
 
 
-def test_seven_chapters_in_reading_order() -> None:
+def test_five_chapters_in_reading_order() -> None:
     assert [path.stem for path in NOTEBOOKS] == [
         "01_simplified_attention",
         "02_trainable_qkv",
         "03_causal_attention",
         "04_multi_head_attention",
         "05_tensor_layout",
-        "06_attention_that_learns",
-        "07_attention_at_scale",
     ]
 
 
@@ -87,6 +85,7 @@ def test_install_cell_installs_a_package_from_a_path_with_spaces(tmp_path: Path)
     stub = tmp_path / "stub"
     stub.mkdir()
     (stub / "pip").mkdir()
+    (stub / "pip" / "__init__.py").write_text("", encoding="utf-8")
     (stub / "pip" / "__main__.py").write_text(
         "import json, os, sys\n"
         "with open(os.environ['ARGS_LOG'], 'w') as f: json.dump(sys.argv[1:], f)\n",
@@ -167,8 +166,9 @@ def test_no_cell_shows_a_seed_generator_by_accident(path: Path) -> None:
 @pytest.mark.parametrize("path", book_pages(), ids=lambda path: path.name)
 def test_headings_hold_no_code_and_tables_fit_a_phone(path: Path) -> None:
     text = markdown(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+    # Inline code never wraps: a long name in a large heading runs off a 390 px screen.
     for heading in re.findall(r"^#+ .*$", text, re.MULTILINE):
-        assert "`" not in heading, heading
+        assert all(len(code) <= 16 for code in re.findall(r"`([^`]*)`", heading)), heading
     for row in re.findall(r"^\|.*\|$", text, re.MULTILINE):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert len(cells) <= 4, row
