@@ -73,7 +73,14 @@ def test_describe_layout_of_seed_003_weights() -> None:
 
 def test_layout_fields_and_immutability() -> None:
     names = [field.name for field in dataclasses.fields(afs.Layout)]
-    assert names == ["shape", "stride", "storage_offset", "is_contiguous", "data_ptr"]
+    assert names == [
+        "shape",
+        "stride",
+        "storage_offset",
+        "is_contiguous",
+        "data_ptr",
+        "storage_ptr",
+    ]
     layout = afs.describe_layout(torch.zeros(2, 2))
     with pytest.raises(dataclasses.FrozenInstanceError):
         layout.shape = (4,)  # type: ignore[misc]
@@ -188,3 +195,23 @@ def test_split_heads_keeps_gradients_flowing() -> None:
     (merged * torch.arange(6.0)).sum().backward()
     assert x.grad is not None
     torch.testing.assert_close(x.grad, torch.arange(6.0).expand(2, 4, 6))
+
+
+def test_a_view_that_starts_later_shares_storage_but_not_data_ptr() -> None:
+    proj = torch.arange(24.0).reshape(1, 6, 4)  # (b, t, d_out)
+    head_1 = afs.split_heads(proj, 2)[0, 1]  # (t, d_h), starts 2 elements in
+    assert head_1.data_ptr() != proj.data_ptr()
+    assert afs.shares_storage(head_1, proj)
+    layout = afs.describe_layout(head_1)
+    assert layout.storage_offset == 2
+    assert layout.data_ptr == proj.data_ptr() + 2 * proj.element_size()
+    assert layout.storage_ptr == afs.describe_layout(proj).storage_ptr
+    # A copy has storage of its own.
+    assert not afs.shares_storage(head_1.contiguous(), proj)
+    head_1[0, 0] = -1.0  # a write through the view is seen by proj
+    assert proj[0, 0, 2] == -1.0
+
+
+def test_shares_storage_rejects_non_tensors() -> None:
+    with pytest.raises(TypeError, match=r"b: expected a torch.Tensor, got list"):
+        afs.shares_storage(torch.zeros(2), [0.0, 0.0])

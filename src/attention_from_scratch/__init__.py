@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .causal import CausalAttention, CrossAttention, causal_mask
 from .device import pick_device
-from .layout import Layout, describe_layout, merge_heads, split_heads
+from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
 from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper, WideMultiHeadAttention
 from .simplified import (
     simplified_attention,
@@ -81,6 +81,7 @@ __all__ = [
     "plot_attention_heads",
     "plot_layout",
     "read_word_vectors",
+    "shares_storage",
     "simplified_attention",
     "simplified_attention_loop",
     "softmax_naive",

@@ -25,8 +25,12 @@ class Layout:
         is_contiguous: whether the elements, read in row-major order, sit one after another
             in storage; ``view`` needs strides compatible with the new shape, which a
             contiguous tensor always has.
-        data_ptr: the memory address of the first element; two tensors with the same
-            ``data_ptr`` share memory.
+        data_ptr: the memory address of element ``[0, 0, ...]``: the start of the storage
+            plus ``storage_offset`` elements. Two views of one storage that start at
+            different elements have different ``data_ptr``, so it cannot tell whether
+            tensors share memory.
+        storage_ptr: the memory address of the storage itself; tensors with the same
+            ``storage_ptr`` share memory (see :func:`shares_storage`).
 
     Introduced in chapter 5.
     """
@@ -36,6 +40,7 @@ class Layout:
     storage_offset: int
     is_contiguous: bool
     data_ptr: int
+    storage_ptr: int
 
 
 def describe_layout(x: torch.Tensor) -> Layout:
@@ -54,7 +59,30 @@ def describe_layout(x: torch.Tensor) -> Layout:
         storage_offset=x.storage_offset(),
         is_contiguous=x.is_contiguous(),
         data_ptr=x.data_ptr(),
+        storage_ptr=x.untyped_storage().data_ptr(),
     )
+
+
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` are windows onto the same storage, so that a write through
+    one can change the other.
+
+    Compares the storages' addresses, not ``data_ptr()``: a view that starts further into the
+    storage (a slice, one head of a split) has a different ``data_ptr`` but the same memory.
+
+    Args:
+        a: any tensor.
+        b: any tensor.
+
+    Returns:
+        True when both tensors use the same storage.
+
+    Introduced in chapter 5.
+    """
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
