@@ -22,6 +22,7 @@ import gzip
 import logging
 import os
 import sys
+import textwrap
 import warnings
 import zlib
 from collections.abc import Iterable, Sequence
@@ -537,5 +538,8 @@ def load_glove(
         if standin_words is None:
             raise
         standin = GloVe.standin(standin_words, dim, reason=error.reason)
-        print(standin.notice, file=sys.stderr)
+        # On stdout, whole and wrapped to the book's column, so that a notebook shows it in
+        # order with the cell's other output instead of in a separate stderr block.
+        sys.stderr.flush()
+        print(textwrap.fill(standin.notice, width=79), flush=True)
         return standin
