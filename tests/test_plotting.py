@@ -182,7 +182,47 @@ def test_plot_attention_heads_grid(num_heads: int, max_cols: int, grid_cells: in
     for ax in visible:
         assert tick_labels(ax) == (tokens, tokens)
         assert len(ax.images) == 1
-        assert len(texts(ax)) == 36
+        # Cell numbers only where a panel has room for them: one or two heads.
+        assert len(texts(ax)) == (36 if num_heads <= 2 else 0)
+    # The grid fits the book's column (about 7 inches).
+    assert fig.get_figwidth() <= 7.0 + 1e-9
+
+
+def test_plot_attention_heads_defaults_to_two_columns() -> None:
+    fig = afs.plot_attention_heads(torch.full((8, 6, 6), 1 / 6))
+    heatmaps = [ax for ax in fig.axes if ax.get_title().startswith("head")]
+    columns = {round(ax.get_position().x0, 3) for ax in heatmaps}
+    assert len(heatmaps) == 8 and len(columns) == 2
+    assert fig.get_figwidth() <= 7.0 + 1e-9
+    assert all(texts(ax) == [] for ax in heatmaps)
+
+
+@pytest.mark.parametrize("shape", [(0, 6, 6), (2, 0, 6), (2, 6, 0)])
+def test_plot_attention_heads_refuses_empty_inputs(shape: tuple[int, int, int]) -> None:
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match=r"weights: expected at least one"):
+        afs.plot_attention_heads(torch.zeros(shape))
+    assert plt.get_fignums() == before
+
+
+def test_plot_attention_refuses_what_cannot_be_read_before_drawing() -> None:
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match=r"at most 64 tokens per axis .* got shape \(400, 400\)"):
+        afs.plot_attention(torch.full((400, 400), 1 / 400))
+    assert plt.get_fignums() == before
+    ax = afs.plot_attention(torch.full((32, 32), 1 / 32))
+    assert ax.figure.get_figwidth() <= 7.0 + 1e-9
+    assert texts(ax) == []  # too many cells to number
+
+
+def test_plot_layout_refuses_a_view_of_a_large_storage() -> None:
+    before = plt.get_fignums()
+    big = torch.arange(100_000.0)
+    with pytest.raises(ValueError, match=r"x: expected a tensor whose storage holds at most"):
+        afs.plot_layout(big[:6].view(2, 3))
+    assert plt.get_fignums() == before
+    fig = afs.plot_layout(torch.arange(12.0).view(3, 4))
+    assert fig.get_figwidth() <= 7.0 + 1e-9
 
 
 def test_plot_attention_heads_passes_annotate_on() -> None:

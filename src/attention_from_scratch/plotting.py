@@ -17,6 +17,20 @@ from matplotlib.figure import Figure
 _ANNOTATE_UP_TO = 10
 
 
+# The book's column is about 7 inches wide: a wider figure is scaled down until its labels
+# cannot be read. Above _DRAW_UP_TO tokens per axis a heatmap is no longer legible (and
+# drawing it takes seconds to minutes), so it is refused with advice to slice.
+_COLUMN_INCHES = 7.0
+_DRAW_UP_TO = 64
+_LAYOUT_UP_TO = 48
+
+
+def _fit_column(width: float, height: float) -> tuple[float, float]:
+    """Scale a (width, height) in inches down, keeping its shape, to fit the column."""
+    scale = min(1.0, _COLUMN_INCHES / width, _COLUMN_INCHES / height)
+    return width * scale, height * scale
+
+
 def _as_matrix(name: str, weights: object, rank: int) -> torch.Tensor:
     if not isinstance(weights, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(weights).__name__}")
@@ -73,13 +87,23 @@ def plot_attention(
     """
     matrix = _as_matrix("weights", weights, 2)
     num_queries, num_keys = matrix.shape
+    if min(num_queries, num_keys) == 0:
+        raise ValueError(
+            f"weights: expected at least one query and one key, got shape {tuple(matrix.shape)}"
+        )
+    if max(num_queries, num_keys) > _DRAW_UP_TO:
+        raise ValueError(
+            f"weights: expected at most {_DRAW_UP_TO} tokens per axis to draw legibly, got "
+            f"shape {tuple(matrix.shape)}; slice it, e.g. weights[:{_DRAW_UP_TO}, "
+            f":{_DRAW_UP_TO}]"
+        )
     row_labels = _check_labels("tokens", tokens, num_queries)
     if key_tokens is None and row_labels is not None and num_keys == num_queries:
         col_labels = row_labels
     else:
         col_labels = _check_labels("key_tokens", key_tokens, num_keys)
     if ax is None:
-        _, ax = plt.subplots(figsize=(0.6 * num_keys + 2.4, 0.6 * num_queries + 1.6))
+        _, ax = plt.subplots(figsize=_fit_column(0.6 * num_keys + 2.4, 0.6 * num_queries + 1.6))
     image = ax.imshow(matrix.numpy(), cmap=cmap, aspect="equal")
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     ax.set_xticks(range(num_keys), labels=col_labels or range(num_keys), rotation=45, ha="right")
@@ -107,7 +131,7 @@ def plot_attention_heads(
     *,
     title: str | None = None,
     annotate: bool | None = None,
-    max_cols: int = 4,
+    max_cols: int = 2,
 ) -> Figure:
     """Draw the attention matrix of every head in a grid of heatmaps.
 
@@ -115,8 +139,9 @@ def plot_attention_heads(
         weights: per-head attention weights of one sequence, shape ``(h, t, s)``.
         tokens: labels of the tokens, as in :func:`plot_attention`.
         title: a title for the whole figure.
-        annotate: write the values in the cells (default: only for small matrices).
-        max_cols: the most heatmaps per row of the grid.
+        annotate: write the values in the cells (default: only for at most two heads of
+            small matrices; smaller panels have no room for numbers).
+        max_cols: the most heatmaps per row of the grid; two fit the book's column.
 
     Returns:
         The matplotlib ``Figure``; its axes are titled "head 0", "head 1", ...
@@ -127,20 +152,35 @@ def plot_attention_heads(
     num_heads, num_queries, num_keys = stack.shape
     if isinstance(max_cols, bool) or not isinstance(max_cols, int) or max_cols < 1:
         raise ValueError(f"max_cols: expected a positive int, got {max_cols!r}")
+    if min(num_heads, num_queries, num_keys) == 0:
+        raise ValueError(
+            "weights: expected at least one head, one query and one key, got shape "
+            f"{tuple(stack.shape)}"
+        )
+    if annotate is None:
+        annotate = num_heads <= 2 and max(num_queries, num_keys) <= _ANNOTATE_UP_TO
     cols = min(num_heads, max_cols)
     rows = -(-num_heads // cols)
+    width = cols * (0.55 * num_keys + 2.2)
+    # The figure is as wide as the column allows; each panel keeps its aspect.
+    width_fit = min(width, _COLUMN_INCHES)
+    height = rows * (0.55 * num_queries + 1.6) * width_fit / width
     fig, axes = plt.subplots(
         rows,
         cols,
-        figsize=(cols * (0.55 * num_keys + 2.2), rows * (0.55 * num_queries + 1.6)),
+        figsize=(width_fit, height),
         squeeze=False,
         layout="constrained",
     )
-    for head, ax in enumerate(axes.flat):
-        if head < num_heads:
-            plot_attention(stack[head], tokens, title=f"head {head}", annotate=annotate, ax=ax)
-        else:
-            ax.set_visible(False)
+    try:
+        for head, ax in enumerate(axes.flat):
+            if head < num_heads:
+                plot_attention(stack[head], tokens, title=f"head {head}", annotate=annotate, ax=ax)
+            else:
+                ax.set_visible(False)
+    except Exception:
+        plt.close(fig)  # a failed call leaves no half-drawn figure behind
+        raise
     if title:
         fig.suptitle(title)
     return fig
@@ -170,14 +210,21 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
     rows, cols = x.shape
     row_stride, col_stride = x.stride()
     offset = x.storage_offset()
-    storage = torch.as_strided(x, (x.untyped_storage().nbytes() // x.element_size(),), (1,), 0)
+    n = x.untyped_storage().nbytes() // x.element_size()
+    if max(n, rows * cols) > _LAYOUT_UP_TO:
+        raise ValueError(
+            f"x: expected a tensor whose storage holds at most {_LAYOUT_UP_TO} elements to draw "
+            f"legibly, got {n}; draw a small example, e.g. of a tensor made with "
+            f"torch.arange({_LAYOUT_UP_TO // 2}).view(...)"
+        )
+    storage = torch.as_strided(x, (n,), (1,), 0)
     storage = storage.detach().cpu()
     values = x.detach().cpu()
-    n = storage.numel()
+    cell = min(0.6, (_COLUMN_INCHES - 1.0) / max(cols, n))
     fig, (top, bottom) = plt.subplots(
         2,
         1,
-        figsize=(max(cols, n) * 0.6 + 1.0, rows * 0.6 + 2.2),
+        figsize=(max(cols, n) * cell + 1.0, rows * cell + 2.2),
         gridspec_kw={"height_ratios": [rows, 1.3]},
         layout="constrained",
     )
