@@ -135,7 +135,8 @@ def test_kernel_configuration_is_installed_with_the_environment() -> None:
 def test_contributing_names_files_and_commands_that_exist() -> None:
     text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     for path in re.findall(r"`((?:tests|tools|src|book)/[\w/.-]+\.(?:py|md|toml|ipynb))", text):
-        assert (ROOT / path).exists(), path
+        if "chN" not in path:  # `chN.py` names the pattern, not a file
+            assert (ROOT / path).exists(), path
     requirements = (ROOT / "requirements.txt").read_text(encoding="utf-8")
     for tool in re.findall(r"^\s*(?:\$ )?(jupyter nbconvert|nbstripout)", text, re.MULTILINE):
         assert tool.split()[-1] in requirements, tool

@@ -1,0 +1,101 @@
+"""Checks for the exercises of chapter 4, "Multi-head attention".
+
+Expected values are computed here from first principles, never from a learner's code.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from ..toy import toy_sentence
+from ._core import Exercise
+
+
+def _batch() -> torch.Tensor:
+    _, inputs = toy_sentence()
+    return torch.stack((inputs, inputs))  # (b, t, d_in)
+
+
+def _on_cpu(module: object) -> torch.nn.Module:
+    # A copy on the CPU: the check never moves or changes the learner's module.
+    assert isinstance(module, torch.nn.Module)
+    return copy.deepcopy(module).cpu().eval()
+
+
+one_head = Exercise("ch4-ex-one-head", chapter=4)
+
+
+@one_head.check(
+    points=2,
+    hint="`one_head(batch)` must equal `linear(causal(batch))`: copy W_query, W_key and "
+    "W_value into `causal` and out_proj into `linear`.",
+)
+def one_head_is_causal_attention_and_a_linear_layer(one_head, causal, linear):
+    batch = _batch()
+    mha, ca, out = _on_cpu(one_head), _on_cpu(causal), _on_cpu(linear)
+    assert mha.num_heads == 1
+    with torch.no_grad():
+        assert torch.allclose(mha(batch), out(ca(batch)), atol=1e-5)
+
+
+count_parameters = Exercise(
+    "ch4-ex-count-parameters",
+    chapter=4,
+    manual_points=1,
+    rubric="Says num_heads does not appear: the heads split the d_out outputs of each "
+    "projection, so more heads are smaller heads, not more weights.",
+)
+
+
+@count_parameters.check(
+    points=2,
+    hint="`formula(d_in, d_out, qkv_bias)` must return 3 * d_in * d_out (+ 3 * d_out with "
+    "biases) for the projections plus d_out * d_out + d_out for out_proj.",
+)
+def parameter_formula(formula):
+    for d_in, d_out, bias in [(3, 2, False), (3, 8, True), (50, 50, False), (7, 12, True)]:
+        expected = 3 * d_in * d_out + (3 * d_out if bias else 0) + d_out * d_out + d_out
+        assert formula(d_in, d_out, bias) == expected
+
+
+divisible = Exercise(
+    "ch4-ex-divisible",
+    chapter=4,
+    manual_points=2,
+    rubric="1 point: d_out is cut into num_heads heads of equal size d_out / num_heads "
+    "(view(b, t, h, d_h)). 1 point: two working fixes, e.g. d_out = 12 with 4 heads, or "
+    "d_out = 10 with 2 or 5 heads.",
+)
+
+permute_heads = Exercise(
+    "ch4-ex-permute-heads",
+    chapter=4,
+    manual_points=1,
+    rubric="Says that without permuting the columns of out_proj the heads' outputs meet the "
+    "wrong weights, so the output changes.",
+)
+
+
+@permute_heads.check(
+    points=1,
+    hint="`permuted.W_query.weight` must hold the row blocks of `original`'s in the order "
+    "`perm`: head i of `permuted` is head perm[i] of `original`.",
+)
+def query_rows_permuted(original, permuted, perm):
+    first, second = _on_cpu(original), _on_cpu(permuted)
+    d_h = first.head_dim
+    blocks = first.W_query.weight.split(d_h)  # h blocks of (d_h, d_in)
+    expected = torch.cat([blocks[p] for p in perm])  # (d_out, d_in)
+    assert sorted(perm) == list(range(first.num_heads)) and list(perm) != sorted(perm)
+    assert torch.equal(second.W_query.weight, expected)
+
+
+@permute_heads.check(
+    points=1,
+    hint="`same` must be the comparison after undoing the out_proj permutation: False, the "
+    "output changes.",
+)
+def forgetting_out_proj_changes_the_output(same):
+    assert same is False
