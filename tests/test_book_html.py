@@ -165,3 +165,16 @@ def test_word_vector_chapter_shows_real_vectors_where_the_build_requires_them() 
     else:
         # Local and test builds may use the stand-in, but then it says so.
         assert "STAND-IN" not in text or "STAND-IN WORD VECTORS" in text
+
+
+def test_references_are_labelled_as_the_text_cites_them_and_link_out() -> None:
+    soup = page("book/references")
+    entries = soup.select("div.citation")
+    assert len(entries) >= 5
+    for entry in entries:
+        label = entry.select_one(".label").get_text(strip=True)
+        # The same author-year form as the citations in the text, e.g. [Raschka, 2024].
+        assert re.fullmatch(r"\[[A-Z][^\]]*, \d{4}\]", label), label
+        assert entry.select("a[href^='http']"), f"{label} has no URL or DOI"
+    cited = page("book/04_multi_head_attention").select("a[href*='references.html#id']")
+    assert any(re.search(r", \d{4}", a.get_text()) for a in cited)
