@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 
@@ -526,3 +527,25 @@ def test_no_assert_statements_in_the_package(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
     assert asserts == [], f"{path.name} uses assert on lines {asserts}; raise an error instead"
+
+
+def test_numpy_bools_are_bools_and_other_types_are_named_in_full() -> None:
+    module = afs.MultiHeadAttention(3, 2, 6, 0.0, 2, qkv_bias=np.bool_(True))
+    assert module.W_query.bias is not None
+    with pytest.raises(TypeError, match=r"qkv_bias: expected a bool, got torch.Tensor tensor"):
+        afs.MultiHeadAttention(3, 2, 6, 0.0, 2, qkv_bias=torch.tensor(True))
+
+
+def test_softmax_stable_matches_torch_on_edge_cases() -> None:
+    cases = [
+        torch.tensor(2.0),  # 0-d: one entry, weight 1
+        torch.zeros(3, 0),  # an empty last dimension
+        torch.tensor([1.0, float("nan"), 0.0]),  # nan spreads to the whole slice
+        torch.full((2, 3), float("-inf")),  # nothing to attend to: nan
+        torch.tensor([[1e4, 0.0], [float("inf"), 1.0]]),
+    ]
+    for x in cases:
+        expected = torch.softmax(x, dim=-1)
+        got = afs.softmax_stable(x)
+        assert got.shape == expected.shape
+        assert torch.allclose(got, expected, equal_nan=True), x

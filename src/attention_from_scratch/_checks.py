@@ -34,10 +34,15 @@ def check_dropout(value: object, name: str = "dropout") -> float:
 
 
 def check_bool(name: str, value: object) -> bool:
-    """Return ``value`` if it is a ``bool``."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}: expected a bool, got {type(value).__name__} {value!r}")
-    return value
+    """Return ``value`` as a ``bool`` if it is one (NumPy's ``numpy.bool_`` included)."""
+    kind = type(value)
+    if isinstance(value, bool):
+        return value
+    if kind.__module__ == "numpy" and kind.__name__ in {"bool", "bool_"}:
+        return bool(value)
+    # Qualified, so that a foreign bool type never reads "expected a bool, got bool".
+    got = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    raise TypeError(f"{name}: expected a bool, got {got} {value!r}")
 
 
 def check_divisible(d_out: int, num_heads: int) -> int:

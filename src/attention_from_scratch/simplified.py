@@ -17,9 +17,11 @@ from ._checks import check_bool, check_tensor
 def _check_dim(x: torch.Tensor, dim: object) -> int:
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"dim: expected an int, got {type(dim).__name__} {dim!r}")
-    if not -x.dim() <= dim < max(x.dim(), 1):
+    # Like torch, a 0-d tensor has one dimension to reduce over: dim 0 or -1.
+    rank = max(x.dim(), 1)
+    if not -rank <= dim < rank:
         raise ValueError(
-            f"dim: expected a dimension in [{-x.dim()}, {x.dim() - 1}] for a tensor of shape "
+            f"dim: expected a dimension in [{-rank}, {rank - 1}] for a tensor of shape "
             f"{tuple(x.shape)}, got {dim}"
         )
     return dim
@@ -60,12 +62,19 @@ def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         dim: the dimension whose entries should sum to one.
 
     Returns:
-        A tensor of the same shape as ``x``, equal to ``torch.softmax(x, dim)``.
+        A tensor of the same shape as ``x``, equal to ``torch.softmax(x, dim)``, including its
+        edge cases: a 0-d tensor gives 1, an empty tensor gives an empty tensor, a ``nan``
+        anywhere in a slice makes that whole slice ``nan``, and a slice of only ``-inf`` gives
+        ``nan`` (there is no weight to hand out). These are not hidden or repaired: they show
+        where the scores went wrong.
 
     Introduced in chapter 1.
     """
     x = check_tensor("x", x, ranks=range(0, 64), shape_names=("any shape",))
     dim = _check_dim(x, dim)
+    if x.numel() == 0:
+        # Nothing to normalise; amax would refuse to reduce over an empty dimension.
+        return torch.empty_like(x)
     shifted = x - x.amax(dim=dim, keepdim=True)
     exp = torch.exp(shifted)
     return exp / exp.sum(dim=dim, keepdim=True)
