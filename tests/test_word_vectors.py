@@ -433,6 +433,17 @@ def test_download_saves_the_verified_file(tmp_path: Path, server: LocalServer) -
     assert listing(cache) == ["vectors.gz"]
 
 
+def test_download_announces_itself_in_one_short_line(
+    tmp_path: Path, server: LocalServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    download(source, tmp_path, progress=False)
+    (line,) = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    # A notebook shows it in the book's 79-column column: the file name, not the URL.
+    assert line.startswith("Downloading vectors.gz") and len(line) <= 79
+    assert source.url not in line
+
+
 def test_download_uses_the_cache_env_var_when_no_folder_is_given(
     tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

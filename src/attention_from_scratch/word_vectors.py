@@ -186,7 +186,9 @@ def download(
     level = logger.level
     logger.setLevel(logging.WARNING)
     if not target.exists():
-        print(f"Downloading {source.url} into the cache folder", file=sys.stderr)
+        # The file name, not the whole URL: a notebook shows this line in a 79-column column.
+        size = f" ({source.size / 1e6:.0f} MB)" if (source.size or 0) >= 1e6 else ""
+        print(f"Downloading {source.file_name}{size} into the cache folder", file=sys.stderr)
     try:
         path = pooch.retrieve(
             source.url,
