@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -178,6 +179,12 @@ def plot_attention_heads(
                 plot_attention(stack[head], tokens, title=f"head {head}", annotate=annotate, ax=ax)
             else:
                 ax.set_visible(False)
+        # Axis titles once per row and column: repeated, they crowd the colour bars.
+        for (row, col), ax in np.ndenumerate(axes):
+            if col > 0:
+                ax.set_ylabel("")
+            if row < rows - 1 and (row + 1) * cols + col < num_heads:
+                ax.set_xlabel("")
     except Exception:
         plt.close(fig)  # a failed call leaves no half-drawn figure behind
         raise
