@@ -344,6 +344,23 @@ def _run_one(check: Check, namespace: Mapping[str, Any]) -> CheckResult:
     return CheckResult(check.name, check.title, check.points, True, check.hint, "", check.hidden)
 
 
+def answer_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
+    """Return an answer as a detached CPU tensor, failing the check unless it is a tensor of
+    the given shape (checks call this first, so a wrong type fails with the check's hint).
+
+    Introduced in chapter 1.
+
+    Args:
+        value: the learner's answer.
+        shape: the shape it must have.
+
+    Returns:
+        ``value`` detached and on the CPU; the learner's tensor itself is left as it is.
+    """
+    assert isinstance(value, torch.Tensor) and tuple(value.shape) == shape
+    return value.detach().cpu()
+
+
 def chapter_of(label: str) -> int:
     """The chapter number in a label.
 

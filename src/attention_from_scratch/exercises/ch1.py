@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..toy import toy_sentence
-from ._core import Exercise
+from ._core import Exercise, answer_tensor
 
 
 def _reference() -> tuple[list[str], torch.Tensor, torch.Tensor]:
@@ -16,11 +16,6 @@ def _reference() -> tuple[list[str], torch.Tensor, torch.Tensor]:
     tokens, inputs = toy_sentence()
     weights = torch.softmax(inputs @ inputs.T, dim=-1)  # (t, t)
     return tokens, weights, weights @ inputs  # (t, d_in)
-
-
-def _tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
-    assert isinstance(value, torch.Tensor) and tuple(value.shape) == shape
-    return value.detach().cpu().float()
 
 
 step_context = Exercise("ch1-ex-step-context", chapter=1)
@@ -33,7 +28,7 @@ step_context = Exercise("ch1-ex-step-context", chapter=1)
 )
 def step_weights(weights_step):
     _, weights, _ = _reference()
-    assert torch.allclose(_tensor(weights_step, (6,)), weights[5], atol=1e-4)
+    assert torch.allclose(answer_tensor(weights_step, (6,)), weights[5], atol=1e-4)
 
 
 @step_context.check(
@@ -43,7 +38,7 @@ def step_weights(weights_step):
 )
 def step_context_vector(context_step):
     _, _, context = _reference()
-    assert torch.allclose(_tensor(context_step, (3,)), context[5], atol=1e-4)
+    assert torch.allclose(answer_tensor(context_step, (3,)), context[5], atol=1e-4)
 
 
 shift = Exercise(
@@ -71,7 +66,7 @@ temperature = Exercise(
 def cold_is_one_hot(cold):
     expected = torch.zeros(6)
     expected[1] = 1.0
-    assert torch.allclose(_tensor(cold, (6,)), expected, atol=1e-4)
+    assert torch.allclose(answer_tensor(cold, (6,)), expected, atol=1e-4)
 
 
 @temperature.check(
@@ -79,7 +74,7 @@ def cold_is_one_hot(cold):
     hint="`hot` must be softmax(scores_journey / 1000): nearly uniform weights of 1/6.",
 )
 def hot_is_uniform(hot):
-    assert torch.allclose(_tensor(hot, (6,)), torch.full((6,), 1 / 6), atol=1e-3)
+    assert torch.allclose(answer_tensor(hot, (6,)), torch.full((6,), 1 / 6), atol=1e-3)
 
 
 rows_columns = Exercise(
@@ -97,7 +92,7 @@ rows_columns = Exercise(
 )
 def column_sums_values(column_sums):
     _, weights, _ = _reference()
-    assert torch.allclose(_tensor(column_sums, (6,)), weights.sum(dim=0), atol=1e-4)
+    assert torch.allclose(answer_tensor(column_sums, (6,)), weights.sum(dim=0), atol=1e-4)
 
 
 self_attention = Exercise(

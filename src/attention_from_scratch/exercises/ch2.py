@@ -12,13 +12,7 @@ import torch
 
 from ..toy import toy_sentence
 from ..trainable import SelfAttentionV2
-from ._core import Exercise
-
-
-def _tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
-    assert isinstance(value, torch.Tensor) and tuple(value.shape) == shape
-    return value.detach().cpu().float()
-
+from ._core import Exercise, answer_tensor
 
 v2_into_v1 = Exercise("ch2-ex-v2-into-v1", chapter=2)
 
@@ -36,7 +30,7 @@ def v1_gives_the_seed_789_output(ex_v1):
     module = copy.deepcopy(ex_v1).cpu()
     with torch.no_grad():
         got = module(inputs)
-    assert torch.allclose(_tensor(got, (6, 2)), expected, atol=1e-5)
+    assert torch.allclose(answer_tensor(got, (6, 2)), expected, atol=1e-5)
 
 
 qkv_bias = Exercise(
@@ -73,7 +67,9 @@ def step_context_vector(context_vec_5):
     w_query, w_key, w_value = (torch.rand(3, 2) for _ in range(3))
     query = inputs[5] @ w_query  # (d_out,)
     weights = torch.softmax(query @ (inputs @ w_key).T / 2**0.5, dim=-1)  # (t,)
-    assert torch.allclose(_tensor(context_vec_5, (2,)), weights @ (inputs @ w_value), atol=1e-4)
+    assert torch.allclose(
+        answer_tensor(context_vec_5, (2,)), weights @ (inputs @ w_value), atol=1e-4
+    )
 
 
 symmetric = Exercise(
@@ -90,7 +86,7 @@ symmetric = Exercise(
     hint="`s` must be the (10, 10) score matrix with W_k = W_q: it equals its transpose.",
 )
 def scores_are_symmetric(s):
-    scores = _tensor(s, (10, 10))
+    scores = answer_tensor(s, (10, 10))
     assert torch.allclose(scores, scores.T, atol=1e-5) and scores.std() > 0
 
 
@@ -100,7 +96,7 @@ def scores_are_symmetric(s):
     "they are not symmetric.",
 )
 def weights_are_not_symmetric(w):
-    weights = _tensor(w, (10, 10))
+    weights = answer_tensor(w, (10, 10))
     assert torch.allclose(weights.sum(dim=-1), torch.ones(10), atol=1e-5)
     assert not torch.allclose(weights, weights.T, atol=1e-6)
 
@@ -120,5 +116,5 @@ sigma = Exercise(
     "standard deviation 2: its variance is near 2**4 * 64 = 1024.",
 )
 def dot_product_variance(dots):
-    values = _tensor(dots, (20000,))
+    values = answer_tensor(dots, (20000,))
     assert abs(values.var().item() - 1024) < 0.06 * 1024

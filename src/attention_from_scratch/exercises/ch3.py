@@ -9,12 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._core import Exercise
-
-
-def _tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
-    assert isinstance(value, torch.Tensor) and tuple(value.shape) == shape
-    return value.detach().cpu()
+from ._core import Exercise, answer_tensor
 
 
 def _dropout_pattern() -> torch.Tensor:
@@ -35,7 +30,7 @@ def window_mask(hide):
     i = torch.arange(6).unsqueeze(1)  # (t, 1)
     j = torch.arange(6).unsqueeze(0)  # (1, t)
     expected = (j > i) | (j < i - 2)  # (t, t)
-    mask = _tensor(hide, (6, 6))
+    mask = answer_tensor(hide, (6, 6))
     assert mask.dtype == torch.bool and torch.equal(mask, expected)
 
 
@@ -45,7 +40,7 @@ def window_mask(hide):
     "min(i + 1, 3) non-zero weights.",
 )
 def window_weights(sliding):
-    weights = _tensor(sliding, (6, 6)).float()
+    weights = answer_tensor(sliding, (6, 6)).float()
     assert torch.allclose(weights.sum(dim=-1), torch.ones(6), atol=1e-5)
     assert (weights > 0).sum(dim=-1).tolist() == [1, 2, 3, 3, 3, 3]
 
@@ -66,7 +61,7 @@ dropout_order = Exercise(
     "pattern: zero exactly where dropout or the mask put a zero.",
 )
 def dropout_after(after):
-    weights = _tensor(after, (6, 6)).float()
+    weights = answer_tensor(after, (6, 6)).float()
     causal_zero = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
     expected_zero = causal_zero | (_dropout_pattern() == 0)
     assert torch.equal(weights == 0, expected_zero)
@@ -87,7 +82,7 @@ all_masked = Exercise(
     "row is all nan, its other rows are finite.",
 )
 def first_row_is_nan(bad):
-    weights = _tensor(bad, (6, 6)).float()
+    weights = answer_tensor(bad, (6, 6)).float()
     assert torch.isnan(weights[0]).all() and torch.isfinite(weights[1:]).all()
 
 
