@@ -140,6 +140,9 @@ def test_published_book_uses_the_real_word_vectors_cached_by_checksum() -> None:
     fetch = next(i for i, run in enumerate(runs) if "GloVe(" in run)
     assert "standin" not in runs[fetch] and "load_glove" not in runs[fetch]
     assert fetch < runs.index("jupyter-book build . -W --keep-going")
+    # The book links the student edition's zip, so it is built first.
+    student = runs.index("python tools/student_edition.py")
+    assert student < runs.index("jupyter-book build . -W --keep-going")
     assert steps.index(vectors) < fetch
 
 
