@@ -164,7 +164,9 @@ def plot_attention_heads(
     rows = -(-num_heads // cols)
     width = cols * (0.55 * num_keys + 2.2)
     # The figure is as wide as the column allows; each panel keeps its aspect.
-    width_fit = min(width, _COLUMN_INCHES)
+    # A little narrower than the column: the tight bounding box of the saved image may
+    # reach past the figure by the width of a tick label.
+    width_fit = min(width, _COLUMN_INCHES - 0.3)
     height = rows * (0.55 * num_queries + 1.6) * width_fit / width
     fig, axes = plt.subplots(
         rows,
