@@ -169,6 +169,9 @@ def test_headings_hold_no_code_and_tables_fit_a_phone(path: Path) -> None:
     # Inline code never wraps: a long name in a large heading runs off a 390 px screen.
     for heading in re.findall(r"^#+ .*$", text, re.MULTILINE):
         assert all(len(code) <= 16 for code in re.findall(r"`([^`]*)`", heading)), heading
+    # Nor does inline code without a space: long names run off a phone in prose, too.
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    assert [code for code in re.findall(r"(?<!\})`([^`\n ]+)`", prose) if len(code) > 32] == []
     for row in re.findall(r"^\|.*\|$", text, re.MULTILINE):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert len(cells) <= 4, row
