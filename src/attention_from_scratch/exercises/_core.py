@@ -20,6 +20,7 @@ instructors keep hidden in ``grading/hidden/chN.py``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import importlib.util
 import inspect
@@ -359,6 +360,22 @@ def answer_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
     """
     assert isinstance(value, torch.Tensor) and tuple(value.shape) == shape
     return value.detach().cpu()
+
+
+def answer_module(value: object) -> torch.nn.Module:
+    """Return a copy of a module answer on the CPU in evaluation mode, failing the check
+    unless it is a module; the learner's module is neither moved nor changed.
+
+    Introduced in chapter 2.
+
+    Args:
+        value: the learner's answer.
+
+    Returns:
+        A deep copy of ``value`` on the CPU, in evaluation mode.
+    """
+    assert isinstance(value, torch.nn.Module)
+    return copy.deepcopy(value).cpu().eval()
 
 
 def chapter_of(label: str) -> int:

@@ -5,23 +5,15 @@ Expected values are computed here from first principles, never from a learner's 
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from ..toy import toy_sentence
-from ._core import Exercise
+from ._core import Exercise, answer_module
 
 
 def _batch() -> torch.Tensor:
     _, inputs = toy_sentence()
     return torch.stack((inputs, inputs))  # (b, t, d_in)
-
-
-def _on_cpu(module: object) -> torch.nn.Module:
-    # A copy on the CPU: the check never moves or changes the learner's module.
-    assert isinstance(module, torch.nn.Module)
-    return copy.deepcopy(module).cpu().eval()
 
 
 one_head = Exercise("ch4-ex-one-head", chapter=4)
@@ -34,7 +26,7 @@ one_head = Exercise("ch4-ex-one-head", chapter=4)
 )
 def one_head_is_causal_attention_and_a_linear_layer(one_head, causal, linear):
     batch = _batch()
-    mha, ca, out = _on_cpu(one_head), _on_cpu(causal), _on_cpu(linear)
+    mha, ca, out = answer_module(one_head), answer_module(causal), answer_module(linear)
     assert mha.num_heads == 1
     with torch.no_grad():
         assert torch.allclose(mha(batch), out(ca(batch)), atol=1e-5)
@@ -84,7 +76,7 @@ permute_heads = Exercise(
     "`perm`: head i of `permuted` is head perm[i] of `original`.",
 )
 def query_rows_permuted(original, permuted, perm):
-    first, second = _on_cpu(original), _on_cpu(permuted)
+    first, second = answer_module(original), answer_module(permuted)
     d_h = first.head_dim
     blocks = first.W_query.weight.split(d_h)  # h blocks of (d_h, d_in)
     expected = torch.cat([blocks[p] for p in perm])  # (d_out, d_in)
