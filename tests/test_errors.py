@@ -549,3 +549,22 @@ def test_softmax_stable_matches_torch_on_edge_cases() -> None:
         got = afs.softmax_stable(x)
         assert got.shape == expected.shape
         assert torch.allclose(got, expected, equal_nan=True), x
+
+
+def test_fused_is_checked_when_assigned() -> None:
+    module = multi_head()
+    module.fused = True
+    assert module.fused is True
+    module.fused = np.bool_(False)
+    assert module.fused is False
+    with pytest.raises(TypeError, match=r"fused: expected a bool, got str 'yes'"):
+        module.fused = "yes"
+    assert module.fused is False
+
+
+def test_context_length_cannot_change_after_construction() -> None:
+    module = multi_head()
+    with pytest.raises(AttributeError, match=r"context_length: expected to stay 6.*got .* 12"):
+        module.context_length = 12
+    assert module.context_length == 6
+    assert module.mask.shape == (6, 6)

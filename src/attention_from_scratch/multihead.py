@@ -122,12 +122,12 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.d_in = check_positive_int("d_in", d_in)
         self.d_out = check_positive_int("d_out", d_out)
-        self.context_length = check_positive_int("context_length", context_length)
+        self._context_length = check_positive_int("context_length", context_length)
         self.num_heads = check_positive_int("num_heads", num_heads)
         self.head_dim = check_divisible(d_out, num_heads)
         dropout = check_dropout(dropout)
         check_bool("qkv_bias", qkv_bias)
-        self.fused = check_bool("fused", fused)
+        self._fused = check_bool("fused", fused)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -172,6 +172,29 @@ class MultiHeadAttention(nn.Module):
         context = weights @ values  # (b, h, t, d_h)
         out = self.out_proj(merge_heads(context))  # (b, t, d_out)
         return (out, weights) if return_weights else out
+
+    @property
+    def fused(self) -> bool:
+        """Whether ``forward`` calls ``scaled_dot_product_attention`` (True) or computes the
+        weights explicitly (False); may be switched at any time, to a bool only."""
+        return self._fused
+
+    @fused.setter
+    def fused(self, value: bool) -> None:
+        # Checked here, at the assignment, not at the next forward pass far from the mistake.
+        self._fused = check_bool("fused", value)
+
+    @property
+    def context_length(self) -> int:
+        """The most tokens a sequence may have; fixed, since the causal mask is built for it."""
+        return self._context_length
+
+    @context_length.setter
+    def context_length(self, value: int) -> None:
+        raise AttributeError(
+            f"context_length: expected to stay {self._context_length}, the size the causal "
+            f"mask was built for, got an assignment of {value!r}; build a new module instead"
+        )
 
     def extra_repr(self) -> str:
         return (
