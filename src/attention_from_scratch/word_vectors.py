@@ -417,7 +417,12 @@ class _Watchdog:
             _interrupt(self._response)
 
     def cancel(self) -> None:
+        """Stop the timer and close the response, which frees its connection at once (pooch
+        leaves it open when the download stops early)."""
         self._timer.cancel()
+        if self._response is not None:
+            with suppress(Exception):
+                self._response.close()  # type: ignore[attr-defined]
 
 
 def _interrupt(response: object) -> None:
