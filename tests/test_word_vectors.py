@@ -979,20 +979,24 @@ def fork_context() -> Any:
     return multiprocessing.get_context("fork")
 
 
-def _slow_save(real_save: Any) -> Any:
-    """torch.save, writing in eight pieces 20 ms apart, like a slow network disk."""
+def _slow_save(real_save: Any, previous: Any, mine: Any) -> Any:
+    """torch.save on a slow network disk: it starts writing once the event ``previous`` is
+    set, writes 32 pieces 10 ms apart, and sets ``mine`` once 24 are written."""
 
     def save(obj: object, f: Any, *args: Any, **kwargs: Any) -> None:
         buffer = io.BytesIO()
         real_save(obj, buffer, *args, **kwargs)
         data = buffer.getvalue()
+        previous.wait(30)
         handle = open(f, "wb") if isinstance(f, (str, os.PathLike)) else f  # noqa: SIM115
         try:
-            step = len(data) // 8 + 1
-            for start in range(0, len(data), step):
+            step = len(data) // 32 + 1
+            for piece, start in enumerate(range(0, len(data), step)):
                 handle.write(data[start : start + step])
                 handle.flush()
-                time.sleep(0.02)
+                if piece == 23:
+                    mine.set()
+                time.sleep(0.01)
         finally:
             if handle is not f:
                 handle.close()
@@ -1000,34 +1004,39 @@ def _slow_save(real_save: Any) -> Any:
     return save
 
 
-def _load_in_child(folder: str, start: Any, results: Any) -> None:
-    """Load GloVe three times, starting with the other children; report every outcome."""
-    torch.save = _slow_save(torch.save)
+def _load_in_child(folder: str, previous: Any, mine: Any, results: Any) -> None:
+    """Load GloVe six times, saving the parsed copy only once the previous child's save is
+    three-quarters done; report every outcome."""
+    torch.save = _slow_save(torch.save, previous, mine)
     outcomes: list[tuple[str, object]] = []
-    start.wait(30)
-    for _ in range(3):
+    for _ in range(6):
         try:
             glove = GloVe("6B", 50, cache=folder, progress=False)
             outcomes.append(("ok", (glove.itos, glove.vectors.tolist())))
         except Exception as error:
             outcomes.append(("error", f"{type(error).__name__}: {error}"))
+    mine.set()  # where this child never had to save, the next one must not wait for it
     results.put(outcomes)
 
 
 def test_concurrent_kernels_download_parse_and_read_one_cache_safely(
     tmp_path: Path, server: LocalServer, local_mirror: VectorSource
 ) -> None:
-    # Four kernels start the chapter at the same moment on an empty shared cache: they all
-    # download, parse and save the parsed copy, then read it again while the others write.
+    # Four kernels start the chapter together on an empty shared cache: they all download,
+    # parse and save the parsed copy, then read it again while the others write.
+    # Each one writes while the previous one finishes writing, then reads while the next
+    # one writes.
     context = fork_context()
-    start, results = context.Event(), context.Queue()
+    events, results = [context.Event() for _ in range(5)], context.Queue()
     children = [
-        context.Process(target=_load_in_child, args=(str(tmp_path), start, results))
-        for _ in range(4)
+        context.Process(
+            target=_load_in_child, args=(str(tmp_path), events[k], events[k + 1], results)
+        )
+        for k in range(4)
     ]
     for child in children:
         child.start()
-    start.set()
+    events[0].set()
     try:
         outcomes = [results.get(timeout=120) for _ in children]
     finally:
