@@ -73,6 +73,9 @@ _FALSE_WORDS = ("0", "false", "no", "off", "")
 # A temporary file that has not been written to for this long belongs to a dead process, even
 # where its process cannot be looked up (another machine sharing the folder).
 _STALE_AFTER_SECONDS = 3600.0
+# The parsed copy is written in one go, in seconds even for 300 dimensions, so its temporary
+# files are stale much sooner; a download can pause longer while its server stalls.
+_PARSED_STALE_AFTER_SECONDS = 600.0
 
 _MIRROR = "https://github.com/RaRe-Technologies/gensim-data/releases/download"
 
@@ -308,12 +311,15 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def _remove_stale_temporaries(folder: Path, file_name: str) -> None:
+def _remove_stale_temporaries(
+    folder: Path, file_name: str, stale_after: float = _STALE_AFTER_SECONDS
+) -> None:
     """Remove temporary files for ``file_name`` whose writer is gone.
 
     A writer is gone when it ran on this machine and its process no longer exists, or when
-    its file has not been written to for an hour. ``<file_name>.part``, the fixed name that
-    earlier versions of this module used, is removed after an hour too.
+    its file has not been written to for ``stale_after`` seconds (an hour unless told).
+    ``<file_name>.part``, the fixed name that earlier versions of this module used, is removed
+    after that time too.
     """
     pattern = _temporary_pattern(file_name)
     try:
@@ -330,7 +336,7 @@ def _remove_stale_temporaries(folder: Path, file_name: str) -> None:
         except OSError:
             continue
         dead = match is not None and match[1] == _host() and not _process_alive(int(match[2]))
-        if dead or idle > _STALE_AFTER_SECONDS:
+        if dead or idle > stale_after:
             with suppress(OSError):  # another process removed it first, or a read-only folder
                 os.unlink(entry.path)
 
@@ -843,7 +849,8 @@ def _load_parsed(
         "damaged",
         parsed,
         f"Ignoring {parsed}: {problem}; reading {text.name} instead (the parsed copy is "
-        f"rebuilt where the folder can be written).",
+        f"rebuilt where the folder can be written; otherwise ask the folder's owner to delete "
+        f"it).",
     )
     return None
 
@@ -861,7 +868,9 @@ def _save_parsed(parsed: Path, itos: list[str], vectors: torch.Tensor) -> None:
             "unsaved",
             parsed,
             f"Could not save the parsed copy {parsed} ({_describe(error)}); the vectors are "
-            f"read from the text file instead, which is slower.",
+            f"read from the text file instead, which is slower. To load faster, make the folder "
+            f"writable (or have its owner load the vectors once), or copy the text file to a "
+            f"writable folder and set {CACHE_ENV} to it.",
         )
 
 
@@ -876,7 +885,7 @@ def _read_with_cache(
     its own, so concurrent readers and writers never see a partial file.
     """
     parsed = path.with_name(path.name + ".pt")
-    _remove_stale_temporaries(path.parent, parsed.name)
+    _remove_stale_temporaries(path.parent, parsed.name, _PARSED_STALE_AFTER_SECONDS)
     loaded = _load_parsed(parsed, path, dim)
     if loaded is not None:
         itos, vectors = loaded
