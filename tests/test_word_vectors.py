@@ -7,16 +7,27 @@ on 127.0.0.1 that the tests start; no test reaches any other machine.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
+import io
+import multiprocessing
 import os
+import pickle
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -85,6 +96,13 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 class Route:
     body: bytes
     content_length: int | None = None  # None: the true length of body
+    trickle: float = 0.0  # > 0: send the body one byte at a time, this many seconds apart
+    stream_size: int = 0  # > 0: send this many zero bytes, 64 KiB at a time, instead of body
+    send_length: bool = True  # False: no Content-Length; the body ends when the server hangs up
+
+
+# A trickling response stops by itself after this many seconds, whoever is listening.
+TRICKLE_LIMIT_SECONDS = 20.0
 
 
 @dataclass
@@ -94,10 +112,17 @@ class LocalServer:
     base_url: str
     routes: dict[str, Route] = field(default_factory=dict)
     hits: Counter[str] = field(default_factory=Counter)
+    sent: Counter[str] = field(default_factory=Counter)  # body bytes the client accepted
+    finished: defaultdict[str, threading.Event] = field(
+        default_factory=lambda: defaultdict(threading.Event)
+    )
+    stop: threading.Event = field(default_factory=threading.Event)
 
-    def serve(self, name: str, body: bytes, *, content_length: int | None = None) -> str:
-        """Serve ``body`` at ``/name`` and return its URL."""
-        self.routes[f"/{name}"] = Route(body, content_length)
+    def serve(
+        self, name: str, body: bytes, *, content_length: int | None = None, **options: Any
+    ) -> str:
+        """Serve ``body`` at ``/name`` and return its URL (``options``: see :class:`Route`)."""
+        self.routes[f"/{name}"] = Route(body, content_length, **options)
         return f"{self.base_url}/{name}"
 
     @property
@@ -115,13 +140,35 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             self.send_error(404)
             return
-        length = len(route.body) if route.content_length is None else route.content_length
+        size = route.stream_size or len(route.body)
+        length = size if route.content_length is None else route.content_length
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(length))
+        if route.send_length:
+            self.send_header("Content-Length", str(length))
         self.end_headers()
-        self.wfile.write(route.body)
         self.close_connection = True
+        try:
+            if route.trickle:
+                give_up = time.monotonic() + TRICKLE_LIMIT_SECONDS
+                for index in range(len(route.body)):
+                    if state.stop.is_set() or time.monotonic() > give_up:
+                        break
+                    self.wfile.write(route.body[index : index + 1])
+                    state.sent[self.path] += 1
+                    state.stop.wait(route.trickle)
+            elif route.stream_size:
+                chunk = bytes(65536)
+                while state.sent[self.path] < size and not state.stop.is_set():
+                    self.wfile.write(chunk)
+                    state.sent[self.path] += len(chunk)
+            else:
+                self.wfile.write(route.body)
+                state.sent[self.path] += len(route.body)
+        except OSError:  # the client hung up
+            pass
+        finally:
+            state.finished[self.path].set()
 
     def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
         pass
@@ -142,6 +189,7 @@ def server() -> Iterator[LocalServer]:
     try:
         yield httpd.state
     finally:
+        httpd.state.stop.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
@@ -907,3 +955,671 @@ def test_load_glove_downloads_when_online(
     assert vectors.is_standin is False
     check_stanford_rows(vectors)
     assert server.hits["/glove-wiki-gigaword-50.gz"] == 1
+
+
+# --------------------------------------------------------------------------------------------
+# A cache shared by a class: concurrent, read-only, damaged, full, killed
+# --------------------------------------------------------------------------------------------
+
+
+def expected_stanford_vectors() -> torch.Tensor:
+    """The rows of stanford_rows(), typed out independently of any parser."""
+    return torch.stack(
+        [
+            torch.full((50,), 0.5),
+            torch.arange(50, dtype=torch.float32) * 0.25,
+            torch.full((50,), -1.0),
+        ]
+    )
+
+
+def fork_context() -> Any:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("needs the fork start method, to run the loader in child processes quickly")
+    return multiprocessing.get_context("fork")
+
+
+def _slow_save(real_save: Any, previous: Any, mine: Any) -> Any:
+    """torch.save on a slow network disk: it starts writing once the event ``previous`` is
+    set, writes 32 pieces 10 ms apart, and sets ``mine`` once 24 are written."""
+
+    def save(obj: object, f: Any, *args: Any, **kwargs: Any) -> None:
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        data = buffer.getvalue()
+        previous.wait(30)
+        handle = open(f, "wb") if isinstance(f, (str, os.PathLike)) else f  # noqa: SIM115
+        try:
+            step = len(data) // 32 + 1
+            for piece, start in enumerate(range(0, len(data), step)):
+                handle.write(data[start : start + step])
+                handle.flush()
+                if piece == 23:
+                    mine.set()
+                time.sleep(0.01)
+        finally:
+            if handle is not f:
+                handle.close()
+
+    return save
+
+
+def _load_in_child(folder: str, previous: Any, mine: Any, results: Any) -> None:
+    """Load GloVe six times, saving the parsed copy only once the previous child's save is
+    three-quarters done; report every outcome."""
+    torch.save = _slow_save(torch.save, previous, mine)
+    outcomes: list[tuple[str, object]] = []
+    for _ in range(6):
+        try:
+            glove = GloVe("6B", 50, cache=folder, progress=False)
+            outcomes.append(("ok", (glove.itos, glove.vectors.tolist())))
+        except Exception as error:
+            outcomes.append(("error", f"{type(error).__name__}: {error}"))
+    mine.set()  # where this child never had to save, the next one must not wait for it
+    results.put(outcomes)
+
+
+def test_concurrent_kernels_download_parse_and_read_one_cache_safely(
+    tmp_path: Path, server: LocalServer, local_mirror: VectorSource
+) -> None:
+    # Four kernels start the chapter together on an empty shared cache: they all download,
+    # parse and save the parsed copy, then read it again while the others write.
+    # Each one writes while the previous one finishes writing, then reads while the next
+    # one writes.
+    context = fork_context()
+    events, results = [context.Event() for _ in range(5)], context.Queue()
+    children = [
+        context.Process(
+            target=_load_in_child, args=(str(tmp_path), events[k], events[k + 1], results)
+        )
+        for k in range(4)
+    ]
+    for child in children:
+        child.start()
+    events[0].set()
+    try:
+        outcomes = [results.get(timeout=120) for _ in children]
+    finally:
+        for child in children:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join()
+    errors = [detail for outcome in outcomes for kind, detail in outcome if kind == "error"]
+    assert errors == []
+    for outcome in outcomes:
+        for _, (itos, vectors) in outcome:
+            assert itos == ["the", "cat", "sat"]
+            assert torch.equal(torch.tensor(vectors), expected_stanford_vectors())
+    # Nothing half-written or temporary is left: the file and one complete parsed copy.
+    assert listing(tmp_path) == ["glove-wiki-gigaword-50.gz", "glove-wiki-gigaword-50.gz.pt"]
+    saved = torch.load(tmp_path / "glove-wiki-gigaword-50.gz.pt", weights_only=True)
+    assert torch.equal(saved["vectors"], expected_stanford_vectors())
+
+
+def _load_read_only(folder: str, source: VectorSource, ids: Any, results: Any) -> None:
+    """In a child process: become ``ids`` (uid, gid) if given, load three times, report."""
+    try:
+        if ids is not None:
+            os.setgroups([])
+            os.setgid(ids[1])
+            os.setuid(ids[0])
+        sys.stderr = io.StringIO()
+        wv.GLOVE_6B_SOURCES[50] = source
+        loaded = [
+            GloVe("6B", 50, cache=folder, progress=False),
+            GloVe("6B", 50, cache=folder, progress=False),
+            load_glove(50, standin_words=["the"], cache=folder, progress=False),
+        ]
+        results.put(
+            {
+                "itos": [glove.itos for glove in loaded],
+                "vectors": [glove.vectors.tolist() for glove in loaded],
+                "standin": loaded[2].is_standin,
+                "stderr": sys.stderr.getvalue(),
+                "writable": os.access(folder, os.W_OK),
+            }
+        )
+    except BaseException as error:
+        results.put({"error": f"{type(error).__name__}: {error}"})
+
+
+@pytest.mark.parametrize("contents", ["stanford-text", "mirror-file", "damaged-parsed-copy"])
+def test_a_read_only_cache_serves_the_vectors_with_one_notice(dead_url: str, contents: str) -> None:
+    # A class cache that students cannot write to, as on a JupyterHub. Root can write
+    # anywhere, so where the tests run as root the loader runs in a child process that drops
+    # to the user nobody (forked, because nobody may not be allowed to start this Python).
+    context = fork_context()
+    ids = None
+    if os.geteuid() == 0:
+        import pwd
+
+        try:
+            nobody = pwd.getpwnam("nobody")
+        except KeyError:
+            pytest.skip("the tests run as root and there is no user 'nobody' to drop to")
+        ids = (nobody.pw_uid, nobody.pw_gid)
+    # What the child would import lazily, imported now: it may not be able to read it.
+    import requests  # noqa: F401
+
+    wv._import_pooch()
+    folder = Path(tempfile.mkdtemp(prefix="read-only-cache-"))
+    try:
+        body = gzip.compress(("3 50\n" + stanford_rows()).encode("utf-8"), mtime=0)
+        if contents == "mirror-file":
+            (folder / "glove-wiki-gigaword-50.gz").write_bytes(body)
+        else:
+            write_text(folder / "glove.6B.50d.txt", stanford_rows())
+        if contents == "damaged-parsed-copy":
+            (folder / "glove.6B.50d.txt.pt").write_bytes(b"PK\x03\x04 cut short")
+        before = listing(folder)
+        for path in folder.iterdir():
+            path.chmod(0o444)
+        folder.chmod(0o555)
+        source = VectorSource(dead_url, "glove-wiki-gigaword-50.gz", md5_of(body), len(body))
+        results = context.Queue()
+        child = context.Process(target=_load_read_only, args=(str(folder), source, ids, results))
+        child.start()
+        try:
+            result = results.get(timeout=120)
+        finally:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join()
+        assert "error" not in result, result.get("error")
+        assert result["writable"] is False  # the child really could not write there
+        assert result["itos"] == [["the", "cat", "sat"]] * 3
+        for vectors in result["vectors"]:
+            assert torch.equal(torch.tensor(vectors), expected_stanford_vectors())
+        assert result["standin"] is False
+        # Said once, in one line, naming the file; not once per call.
+        lines = result["stderr"].splitlines()
+        notices = [line for line in lines if "Could not save" in line]
+        assert len(notices) == 1
+        assert ".pt" in notices[0] and str(folder) in notices[0]
+        ignored = [line for line in lines if line.startswith("Ignoring")]
+        assert len(ignored) == (1 if contents == "damaged-parsed-copy" else 0)
+        assert listing(folder) == before
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Foreign:
+    """Pickled into a parsed copy; loading it without weights_only would touch ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        return (Path.touch, (self.marker,))
+
+
+def _write_damaged_parsed_copy(parsed: Path, damage: str, marker: Path) -> None:
+    good = {"itos": ["the", "cat", "sat"], "vectors": torch.ones(3, 50)}
+    if damage == "truncated":
+        buffer = io.BytesIO()
+        torch.save(good, buffer)
+        parsed.write_bytes(buffer.getvalue()[:300])
+    elif damage == "empty":
+        parsed.write_bytes(b"")
+    elif damage == "list":
+        torch.save([good["itos"], good["vectors"]], parsed)
+    elif damage == "pickle":
+        torch.save({"itos": _Foreign(marker), "vectors": torch.ones(3, 50)}, parsed)
+    elif damage == "plain-pickle":
+        parsed.write_bytes(pickle.dumps(_Foreign(marker), protocol=2))
+    elif damage == "wrong-dimension":
+        torch.save({"itos": good["itos"], "vectors": torch.ones(3, 3)}, parsed)
+    elif damage == "rows-disagree":
+        torch.save({"itos": good["itos"], "vectors": torch.ones(2, 50)}, parsed)
+    elif damage == "float64":
+        torch.save(
+            {"itos": good["itos"], "vectors": torch.ones(3, 50, dtype=torch.float64)}, parsed
+        )
+
+
+DAMAGES = [
+    "truncated",
+    "empty",
+    "list",
+    "pickle",
+    "plain-pickle",
+    "wrong-dimension",
+    "rows-disagree",
+    "float64",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_parsed_copy_is_ignored_and_rebuilt_with_one_notice(
+    tmp_path: Path,
+    server: LocalServer,
+    local_mirror: VectorSource,
+    capfd: pytest.CaptureFixture[str],
+    damage: str,
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    write_text(cache / "glove.6B.50d.txt", stanford_rows())
+    parsed = cache / "glove.6B.50d.txt.pt"
+    marker = tmp_path / "the-pickle-ran"
+    _write_damaged_parsed_copy(parsed, damage, marker)
+    glove = GloVe("6B", 50, cache=cache, progress=False)
+    check_stanford_rows(glove)
+    assert not marker.exists(), "the parsed copy was loaded without weights_only=True"
+    (notice,) = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert notice.startswith(f"Ignoring {parsed}:") and "glove.6B.50d.txt" in notice
+    # Rebuilt: the next call reads a good copy, silently.
+    saved = torch.load(parsed, weights_only=True)
+    assert saved["itos"] == ["the", "cat", "sat"]
+    assert torch.equal(saved["vectors"], expected_stanford_vectors())
+    check_stanford_rows(GloVe("6B", 50, cache=cache, progress=False))
+    assert capfd.readouterr().err == ""
+    assert listing(cache) == ["glove.6B.50d.txt", "glove.6B.50d.txt.pt"]
+    assert server.total_hits == 0
+
+
+class _FullDisk(io.RawIOBase):
+    """A file that takes 200 bytes, then fails as a full disk does."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self.written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if self.written + len(data) > 200:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._target.write(bytes(data))
+        self.written += len(data)
+        return len(data)
+
+
+@pytest.mark.parametrize("dim_file", ["stanford", "mirror"])
+def test_a_full_disk_while_saving_the_parsed_copy_costs_only_speed(
+    tmp_path: Path,
+    server: LocalServer,
+    local_mirror: VectorSource,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    dim_file: str,
+) -> None:
+    real_save = torch.save
+
+    def save_on_a_full_disk(obj: object, f: Any, *args: Any, **kwargs: Any) -> None:
+        # The real torch.save, writing to a disk that fills up: torch reports it as a
+        # RuntimeError from its zip writer, not as an OSError.
+        handle = open(f, "wb") if isinstance(f, (str, os.PathLike)) else f  # noqa: SIM115
+        try:
+            real_save(obj, _FullDisk(handle), *args, **kwargs)
+        finally:
+            if handle is not f:
+                handle.close()
+
+    monkeypatch.setattr(torch, "save", save_on_a_full_disk)
+    if dim_file == "stanford":
+        write_text(tmp_path / "glove.6B.50d.txt", stanford_rows())
+    for _ in range(2):
+        check_stanford_rows(GloVe("6B", 50, cache=tmp_path, progress=False))
+    notices = [line for line in capfd.readouterr().err.splitlines() if "Could not save" in line]
+    assert len(notices) == 1
+    assert "glove" in notices[0] and ".pt" in notices[0]
+    text = "glove.6B.50d.txt" if dim_file == "stanford" else "glove-wiki-gigaword-50.gz"
+    assert listing(tmp_path) == [text]  # no parsed copy, no half-written file
+
+
+def test_a_full_disk_while_downloading_leaves_nothing_behind(
+    tmp_path: Path,
+    server: LocalServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(wv.os, "fdopen", lambda *a, **k: _FullDisk(real_fdopen(*a, **k)))
+    with pytest.raises(WordVectorsUnavailable, match="No space left on device") as caught:
+        download(source, tmp_path, progress=False)
+    assert str(tmp_path) in str(caught.value)
+    assert listing(tmp_path) == []
+
+
+def _download_in_child(source: VectorSource, folder: str) -> None:
+    download(source, folder, progress=False, download_timeout=60)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGKILL, signal.SIGTERM], ids=["KILL", "TERM"])
+def test_a_killed_download_leaves_a_temporary_file_that_the_next_call_removes(
+    tmp_path: Path, server: LocalServer, signal_number: int
+) -> None:
+    context = fork_context()
+    slow = served_source(server, "vectors.gz", PAYLOAD, served_body=PAYLOAD)
+    server.routes["/vectors.gz"].trickle = 0.01
+    child = context.Process(target=_download_in_child, args=(slow, str(tmp_path)))
+    child.start()
+    try:
+        # Kill it once it has its temporary file and the server has sent it some bytes.
+        give_up = time.monotonic() + 30
+        while (not listing(tmp_path) or server.sent["/vectors.gz"] < 10) and child.is_alive():
+            assert time.monotonic() < give_up, "the child never started downloading"
+            time.sleep(0.02)
+        os.kill(child.pid, signal_number)
+    finally:
+        child.join(timeout=30)
+    left = listing(tmp_path)
+    assert left and "vectors.gz" not in left  # what the killed download left behind
+
+    fast = VectorSource(server.serve("fast.gz", PAYLOAD), "vectors.gz", md5_of(PAYLOAD), 3072)
+    assert download(fast, tmp_path, progress=False).read_bytes() == PAYLOAD
+    assert listing(tmp_path) == ["vectors.gz"]
+
+
+def _temporary_name(file_name: str, host: str, pid: int) -> str:
+    return f".{file_name}.{host}.{pid}.0123abcd.part"
+
+
+def test_temporary_files_are_removed_only_when_their_writer_is_gone(
+    tmp_path: Path, server: LocalServer
+) -> None:
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    host = wv._host()
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(finished.stdout)
+    hour_ago = time.time() - 2 * 3600
+    names = {
+        "dead-here": _temporary_name("vectors.gz", host, dead_pid),
+        "alive-here": _temporary_name("vectors.gz", host, os.getpid()),
+        "elsewhere-recent": _temporary_name("vectors.gz", "another-machine", 12345),
+        "elsewhere-idle": _temporary_name("vectors.gz", "another-machine", 12346),
+        "other-file": _temporary_name("other.gz", host, dead_pid),
+        "not-ours": "tmpabcd1234",
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"partial")
+    os.utime(tmp_path / names["elsewhere-idle"], (hour_ago, hour_ago))
+    download(source, tmp_path, progress=False)
+    kept = {key for key, name in names.items() if (tmp_path / name).exists()}
+    assert kept == {"alive-here", "elsewhere-recent", "other-file", "not-ours"}
+
+
+def test_an_old_fixed_name_part_file_of_the_parsed_copy_is_removed(tmp_path: Path) -> None:
+    write_text(tmp_path / "glove.6B.50d.txt", stanford_rows())
+    old = tmp_path / "glove.6B.50d.txt.pt.part"
+    old.write_bytes(b"half")
+    hour_ago = time.time() - 2 * 3600
+    os.utime(old, (hour_ago, hour_ago))
+    check_stanford_rows(GloVe("6B", 50, cache=tmp_path, progress=False))
+    assert listing(tmp_path) == ["glove.6B.50d.txt", "glove.6B.50d.txt.pt"]
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_cache_files_are_created_with_the_users_umask(
+    tmp_path: Path, server: LocalServer, local_mirror: VectorSource, umask: int, mode: int
+) -> None:
+    if os.name == "nt":
+        pytest.skip("POSIX file modes")
+    previous = os.umask(umask)
+    try:
+        GloVe("6B", 50, cache=tmp_path, progress=False)
+    finally:
+        os.umask(previous)
+    for name in ["glove-wiki-gigaword-50.gz", "glove-wiki-gigaword-50.gz.pt"]:
+        assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
+
+
+# --------------------------------------------------------------------------------------------
+# Downloads that cannot hold a kernel: a total deadline, a size limit
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["download", "GloVe", "load_glove", "environment"])
+def test_a_trickling_server_is_cut_off_at_the_total_deadline(
+    tmp_path: Path,
+    server: LocalServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    how: str,
+) -> None:
+    # One byte every 20 ms: each read succeeds long before a per-read timeout, but the whole
+    # body would take a minute.
+    source = served_source(server, "glove-wiki-gigaword-50.gz", PAYLOAD)
+    server.routes["/glove-wiki-gigaword-50.gz"].trickle = 0.02
+    monkeypatch.setitem(wv.GLOVE_6B_SOURCES, 50, source)
+    with pytest.raises(WordVectorsUnavailable, match=r"did not finish within 0\.5 s") as caught:
+        if how == "download":
+            download(source, tmp_path, progress=False, download_timeout=0.5)
+        elif how == "GloVe":
+            GloVe("6B", 50, cache=tmp_path, progress=False, download_timeout=0.5)
+        elif how == "load_glove":
+            load_glove(50, cache=tmp_path, progress=False, download_timeout=0.5)
+        else:
+            monkeypatch.setenv(wv.DOWNLOAD_TIMEOUT_ENV, " 0.5 ")
+            download(source, tmp_path, progress=False)
+    message = str(caught.value)
+    assert "download_timeout" in message and wv.DOWNLOAD_TIMEOUT_ENV in message
+    assert server.sent["/glove-wiki-gigaword-50.gz"] < len(PAYLOAD)
+    assert listing(tmp_path) == []
+
+
+def test_load_glove_falls_back_to_the_standin_after_the_deadline(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = served_source(server, "glove-wiki-gigaword-50.gz", PAYLOAD)
+    server.routes["/glove-wiki-gigaword-50.gz"].trickle = 0.02
+    monkeypatch.setitem(wv.GLOVE_6B_SOURCES, 50, source)
+    glove = load_glove(
+        50, standin_words=["the"], cache=tmp_path, progress=False, download_timeout=0.5
+    )
+    assert glove.is_standin is True
+    assert "longer than 0.5 s" in glove.notice
+
+
+@pytest.mark.parametrize("announced", [True, False], ids=["content-length", "no-length"])
+def test_an_oversized_body_is_stopped_early(
+    tmp_path: Path, server: LocalServer, announced: bool
+) -> None:
+    # The server sends 64 MiB where 3072 bytes are expected; the loader stops long before.
+    huge = 64 * 2**20
+    source = served_source(server, "vectors.gz", PAYLOAD, served_body=b"")
+    route = server.routes["/vectors.gz"]
+    route.stream_size, route.send_length = huge, announced
+    with pytest.raises(CorruptDownloadError, match="more than the 3072 expected") as caught:
+        download(source, tmp_path, progress=False)
+    assert "nothing was saved" in str(caught.value)
+    assert server.finished["/vectors.gz"].wait(30)
+    assert server.sent["/vectors.gz"] < huge // 2
+    assert listing(tmp_path) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Clear answers to wrong arguments, settings and files
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "argument"),
+    [
+        ({"dim": 50.0}, TypeError, "dim"),
+        ({"dim": "50"}, TypeError, "dim"),
+        ({"dim": True}, TypeError, "dim"),
+        ({"dim": 64}, ValueError, "dim"),
+        ({"dim": 0}, ValueError, "dim"),
+        ({"name": 6}, TypeError, "name"),
+        ({"cache": 123}, TypeError, "cache"),
+        ({"cache": b"folder"}, TypeError, "cache"),
+        ({"cache": ""}, ValueError, "cache"),
+        ({"max_vectors": -1}, ValueError, "max_vectors"),
+        ({"max_vectors": 0}, ValueError, "max_vectors"),
+        ({"max_vectors": 1.5}, TypeError, "max_vectors"),
+        ({"max_vectors": True}, TypeError, "max_vectors"),
+        ({"progress": "yes"}, TypeError, "progress"),
+        ({"download_timeout": 0}, ValueError, "download_timeout"),
+        ({"download_timeout": -1.0}, ValueError, "download_timeout"),
+        ({"download_timeout": float("nan")}, ValueError, "download_timeout"),
+        ({"download_timeout": float("inf")}, ValueError, "download_timeout"),
+        ({"download_timeout": "60"}, TypeError, "download_timeout"),
+    ],
+)
+def test_glove_rejects_a_bad_argument_before_touching_the_cache(
+    tmp_path: Path,
+    server: LocalServer,
+    local_mirror: VectorSource,
+    monkeypatch: pytest.MonkeyPatch,
+    kwargs: dict[str, Any],
+    error: type[Exception],
+    argument: str,
+) -> None:
+    # The file is there: a wrong argument must not be accepted by accident (50.0 == 50).
+    write_text(tmp_path / "glove.6B.50d.txt", stanford_rows())
+    monkeypatch.chdir(tmp_path)
+    arguments = {"cache": tmp_path, "progress": False, **kwargs}
+    with pytest.raises(error, match=rf"^{argument}: expected"):
+        GloVe(**arguments)
+    if argument == "max_vectors":
+        with pytest.raises(error, match=rf"^{argument}: expected"):
+            GloVe.from_file(tmp_path / "glove.6B.50d.txt", **kwargs)
+    elif argument != "name":
+        # Never a reason to fall back to the stand-in: the call itself is wrong.
+        with pytest.raises(error, match=rf"^{argument}: expected"):
+            load_glove(standin_words=["the"], **arguments)
+    assert listing(tmp_path) == ["glove.6B.50d.txt"]
+    assert server.total_hits == 0
+
+
+@pytest.mark.parametrize("max_vectors", [-1, 0, 2.0])
+def test_read_word_vectors_rejects_a_bad_max_vectors(tmp_path: Path, max_vectors: object) -> None:
+    path = write_text(tmp_path / "v.txt", GLOVE_TEXT)
+    with pytest.raises((TypeError, ValueError), match=r"^max_vectors: expected a positive int"):
+        read_word_vectors(path, max_vectors=max_vectors)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "argument"),
+    [
+        ({"timeout": 0}, ValueError, "timeout"),
+        ({"download_timeout": -5}, ValueError, "download_timeout"),
+        ({"folder": 3}, TypeError, "folder"),
+        ({"progress": None}, TypeError, "progress"),
+    ],
+)
+def test_download_rejects_a_bad_argument(
+    tmp_path: Path,
+    server: LocalServer,
+    kwargs: dict[str, Any],
+    error: type[Exception],
+    argument: str,
+) -> None:
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    with pytest.raises(error, match=rf"^{argument}: expected"):
+        download(source, **{"folder": tmp_path, **kwargs})
+    assert server.total_hits == 0
+
+
+def test_the_cache_argument_expands_the_home_folder(
+    tmp_path: Path, server: LocalServer, local_mirror: VectorSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "home" / "vecs").mkdir(parents=True)
+    write_text(tmp_path / "home" / "vecs" / "glove.6B.50d.txt", stanford_rows())
+    check_stanford_rows(GloVe("6B", 50, cache="~/vecs", progress=False))
+    check_stanford_rows(load_glove(50, cache="~/vecs", progress=False))
+    assert server.total_hits == 0
+    assert listing(tmp_path) == ["home"]  # no folder literally named "~"
+
+
+@pytest.mark.parametrize("value", ["1", "true", "TRUE", " yes ", "on", "On\n"])
+def test_offline_accepts_the_usual_spellings_of_true(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(OFFLINE_ENV, value)
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    with pytest.raises(WordVectorsUnavailable, match=OFFLINE_ENV):
+        download(source, tmp_path, progress=False)
+    assert server.total_hits == 0
+
+
+@pytest.mark.parametrize("value", ["0", "false", "False", "no", "off", " 0", "OFF ", ""])
+def test_offline_accepts_the_usual_spellings_of_false(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(OFFLINE_ENV, value)
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    assert download(source, tmp_path, progress=False).read_bytes() == PAYLOAD
+    assert server.hits["/vectors.gz"] == 1
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "offline", "y"])
+def test_offline_rejects_other_values_with_a_clear_error(
+    tmp_path: Path,
+    server: LocalServer,
+    local_mirror: VectorSource,
+    monkeypatch: pytest.MonkeyPatch,
+    value: str,
+) -> None:
+    monkeypatch.setenv(OFFLINE_ENV, value)
+    # Not a reason to fall back to the stand-in: the setting itself is wrong.
+    with pytest.raises(ValueError, match=rf"^{OFFLINE_ENV}: expected .*got {value!r}"):
+        load_glove(50, standin_words=["the"], cache=tmp_path, progress=False)
+    assert server.total_hits == 0
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "nan", "inf"])
+def test_the_download_timeout_variable_rejects_a_bad_value(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(wv.DOWNLOAD_TIMEOUT_ENV, value)
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    with pytest.raises(ValueError, match=rf"^{wv.DOWNLOAD_TIMEOUT_ENV}: expected a positive"):
+        download(source, tmp_path, progress=False)
+    assert server.total_hits == 0
+
+
+@pytest.mark.parametrize("file_name", ["glove.6B.50d.txt", "mirror"])
+def test_rows_narrower_than_dim_are_an_error_naming_the_file_and_line(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch, file_name: str
+) -> None:
+    # A 3-number file where the 50-dimensional vectors belong.
+    if file_name == "mirror":
+        body = gzip.compress(("4 3\n" + GLOVE_TEXT).encode("utf-8"), mtime=0)
+        source = served_source(server, "glove-wiki-gigaword-50.gz", body)
+        monkeypatch.setitem(wv.GLOVE_6B_SOURCES, 50, source)
+        path, line = tmp_path / "glove-wiki-gigaword-50.gz", 2
+    else:
+        path, line = write_text(tmp_path / file_name, GLOVE_TEXT), 1
+    with pytest.raises(ValueError, match=rf"line {line}: expected 50 numbers") as caught:
+        GloVe("6B", 50, cache=tmp_path, progress=False)
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("file_name", ["v.txt", "v.txt.gz"])
+def test_invalid_utf8_is_an_error_naming_the_file_and_line(tmp_path: Path, file_name: str) -> None:
+    data = b"the 0.5 -1.25 2.0\ncaf\xe9 0.125 0.25 -0.5\n"  # Latin-1, not UTF-8
+    path = tmp_path / file_name
+    path.write_bytes(gzip.compress(data) if file_name.endswith(".gz") else data)
+    with pytest.raises(ValueError, match="line 2: not valid UTF-8") as caught:
+        read_word_vectors(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_truncated_gz_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "v.txt.gz"
+    path.write_bytes(gzip.compress(GLOVE_TEXT.encode("utf-8"))[:-12])
+    with pytest.raises(ValueError, match="not a complete gzip file") as caught:
+        read_word_vectors(path)
+    assert str(path) in str(caught.value)
+    assert "download it again" in str(caught.value)
+
+
+def test_a_value_that_is_not_a_number_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    path = write_text(tmp_path / "bad.txt", "the 0.5 -1.25 2.0\ncat 0.125 oops -0.5\n")
+    with pytest.raises(ValueError, match=r"line 2: expected only numbers.*'oops'") as caught:
+        read_word_vectors(path)
+    assert str(path) in str(caught.value)

@@ -7,6 +7,7 @@ learner sees what to change without reading a traceback from deep inside torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -120,3 +121,12 @@ def check_tensor(
                     f"got {x.dtype}; convert with .to({param.dtype})"
                 )
     return x
+
+
+def check_positive_float(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite number greater than zero (seconds, say)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a positive number, got {type(value).__name__} {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: expected a positive, finite number, got {value!r}")
+    return float(value)
