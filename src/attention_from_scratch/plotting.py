@@ -354,7 +354,7 @@ def plot_attention_heads(
     # About 0.9 inches go to the shared colour bar and 0.8 to each panel's tick labels; the
     # heatmap keeps its aspect, plus room for the panel title and the rotated key labels.
     panel = (_GRID_INCHES - 0.9) / cols - 0.8
-    height = rows * (panel * num_queries / num_keys + 1.3) + (0.5 if title else 0.1)
+    height = rows * (panel * num_queries / num_keys + 1.0) + (0.5 if title else 0.1)
     fig, axes = plt.subplots(
         rows, cols, figsize=(_GRID_INCHES, height), squeeze=False, layout="constrained"
     )
