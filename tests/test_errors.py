@@ -568,3 +568,96 @@ def test_context_length_cannot_change_after_construction() -> None:
         module.context_length = 12
     assert module.context_length == 6
     assert module.mask.shape == (6, 6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices, NumPy bools, and what nan and infinity do
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda: afs.causal_mask(6, device="gpu"),
+            ValueError,
+            r"device: expected a device .*'gpu'",
+        ),
+        (lambda: afs.causal_mask(6, device="cuda:x"), ValueError, r"got 'cuda:x'"),
+        (lambda: afs.causal_mask(6, device=""), ValueError, r"device: expected a device"),
+        (lambda: afs.toy_sentence(device="CPU"), ValueError, r"device: expected a device .*'CPU'"),
+        (lambda: afs.toy_sentence(device=1.5), TypeError, r"device: expected a torch\.device"),
+        (lambda: afs.causal_mask(6, device=0), TypeError, r"device: .*got int 0; write 'cuda:0'"),
+        (lambda: afs.causal_mask(6, device=True), TypeError, r"device: .*got bool True"),
+    ],
+    ids=["gpu", "cuda-x", "empty", "upper-case", "float", "int", "bool"],
+)
+def test_bad_devices_are_named(call: Callable[[], object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match) as info:
+        call()
+    check_message(info)
+
+
+def test_good_devices_still_work() -> None:
+    assert afs.causal_mask(3, device="cpu").device == torch.device("cpu")
+    assert afs.causal_mask(3, device=torch.device("cpu")).shape == (3, 3)
+    _, inputs = afs.toy_sentence(device="cpu")
+    assert inputs.device.type == "cpu"
+    # A device torch can parse but this machine lacks is torch's own error, which names it.
+    if not torch.cuda.is_available():
+        with pytest.raises((RuntimeError, AssertionError), match=r"(?i)cuda|accelerator"):
+            afs.causal_mask(3, device="cuda")
+
+
+def test_numpy_bools_work_wherever_a_bool_is_expected() -> None:
+    _, inputs = afs.toy_sentence()
+    context, weights = afs.simplified_attention(inputs, return_weights=np.bool_(True))
+    assert context.shape == (6, 3) and weights.shape == (6, 6)
+    only_context = afs.simplified_attention_loop(inputs, return_weights=np.bool_(False))
+    torch.testing.assert_close(only_context, context)
+    for value, got in [
+        (torch.tensor(True), "torch.Tensor"),
+        (np.array([True]), "numpy.ndarray"),
+        ("True", "str 'True'"),
+        (1, "int 1"),
+    ]:
+        with pytest.raises(TypeError, match=r"return_weights: expected a bool, got ") as info:
+            afs.simplified_attention(inputs, return_weights=value)
+        message = str(info.value)
+        assert got in message
+        assert "got bool" not in message
+
+
+def test_softmax_stable_edge_cases_match_torch() -> None:
+    nan, inf = float("nan"), float("inf")
+    cases = [
+        (torch.tensor(2.0), 0),  # 0-d, reduced over dim 0
+        (torch.tensor(-inf), -1),  # 0-d of -inf: torch says nan
+        (torch.zeros(0), -1),  # nothing at all
+        (torch.zeros(2, 0), 0),  # empty along another dimension
+        (torch.tensor([0.0, -inf, -inf]), -1),  # masked entries get exactly 0
+        (torch.tensor([[nan, 1.0], [1.0, 2.0]]), 0),  # nan spreads along dim 0 only
+        (torch.tensor([inf, inf]), -1),  # inf - inf is nan
+        (torch.tensor([1e30, -1e30, 0.0], dtype=torch.float64), -1),
+    ]
+    for x, dim in cases:
+        expected = torch.softmax(x, dim=dim)
+        got = afs.softmax_stable(x, dim=dim)
+        assert got.shape == expected.shape and got.dtype == expected.dtype, x
+        assert torch.equal(torch.isnan(got), torch.isnan(expected)), x
+        torch.testing.assert_close(got, expected, equal_nan=True)
+    # Exact values, from the definition: one entry gets all the weight.
+    assert afs.softmax_stable(torch.tensor(2.0)).item() == 1.0
+    assert afs.softmax_stable(torch.tensor([0.0, -inf, -inf])).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_nan_inputs_are_not_hidden_by_attention() -> None:
+    _, inputs = afs.toy_sentence()
+    batch = torch.stack([inputs, inputs])  # (b, t, d_in) = (2, 6, 3)
+    batch[0, 2, 1] = float("nan")
+    context, weights = afs.simplified_attention(batch, return_weights=True)
+    # Every token of sequence 0 is compared with the nan token: all nan. Sequence 1 is intact.
+    assert torch.isnan(weights[0]).all() and torch.isnan(context[0]).all()
+    assert torch.isfinite(weights[1]).all() and torch.isfinite(context[1]).all()
+    loop_context = afs.simplified_attention_loop(batch[0])
+    assert torch.isnan(loop_context).all()

@@ -5,19 +5,25 @@ Figures are drawn with the non-interactive Agg backend and closed after each tes
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
 
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 import attention_from_scratch as afs
 
@@ -26,6 +32,9 @@ import attention_from_scratch as afs
 def _close_figures():
     yield
     plt.close("all")
+
+
+TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 
 
 def texts(ax: Axes) -> list[str]:
@@ -113,8 +122,13 @@ def test_plot_attention_skips_annotations_for_many_tokens() -> None:
     ax = afs.plot_attention(weights, tokens)
     assert texts(ax) == []
     assert tick_labels(ax) == (tokens, tokens)
-    forced = afs.plot_attention(weights, tokens, annotate=True)
-    assert len(texts(forced)) == 400
+    # Numbers on request, up to 16 tokens per axis; above that they cannot fit their cells.
+    forced = afs.plot_attention(weights[:16, :16], tokens[:16], annotate=True)
+    assert len(texts(forced)) == 256
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match=r"annotate: expected at most 16 tokens .* got 20"):
+        afs.plot_attention(weights, tokens, annotate=True)
+    assert plt.get_fignums() == before
 
 
 def test_plot_attention_for_cross_attention_uses_key_tokens() -> None:
@@ -207,7 +221,11 @@ def test_plot_attention_heads_refuses_empty_inputs(shape: tuple[int, int, int]) 
 
 def test_plot_attention_refuses_what_cannot_be_read_before_drawing() -> None:
     before = plt.get_fignums()
-    with pytest.raises(ValueError, match=r"at most 64 tokens per axis .* got shape \(400, 400\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"at most 64 tokens per axis to draw legibly, got 400 \(shape \(400, 400\)\); "
+        r"slice it, e.g. weights\[:64, :64\]",
+    ):
         afs.plot_attention(torch.full((400, 400), 1 / 400))
     assert plt.get_fignums() == before
     ax = afs.plot_attention(torch.full((32, 32), 1 / 32))
@@ -280,3 +298,235 @@ def test_plot_layout_of_a_slice_with_an_offset() -> None:
     assert texts(top)[1::2] == ["[5]", "[6]", "[9]", "[10]"]
     assert texts(top)[0::2] == ["5", "6", "9", "10"]
     assert len(texts(bottom)) == 2 * 12
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits: what cannot be drawn legibly is refused at once, and nothing is left open
+# ---------------------------------------------------------------------------------------------
+
+
+def all_texts(fig: Figure) -> list[Text]:
+    return [text for text in fig.findobj(Text) if text.get_text() and text.get_visible()]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: afs.plot_attention(torch.full((400, 400), 1 / 400)),
+        lambda: afs.plot_attention(torch.full((1000, 1000), 1 / 1000), annotate=True),
+        lambda: afs.plot_attention(torch.full((6, 1000), 1 / 1000), TOKENS),
+        lambda: afs.plot_attention_heads(torch.full((8, 400, 400), 1 / 400)),
+        lambda: afs.plot_attention_heads(torch.full((1000, 2, 2), 0.5)),
+        lambda: afs.plot_layout(torch.arange(1_000_000.0)[:6].view(2, 3)),
+        lambda: afs.plot_layout(torch.arange(400.0).view(20, 20)),
+    ],
+    ids=["400-tokens", "1000-annotated", "1000-keys", "heads-400", "1000-heads", "view", "20x20"],
+)
+def test_what_cannot_be_drawn_is_refused_before_drawing(call: Callable[[], object]) -> None:
+    before = plt.get_fignums()
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match=r"expected .*at most \d+ .* to draw legibly, got"):
+            call()
+        elapsed = time.perf_counter() - start
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Drawing 400 tokens used to take 40 s and 10.7 GB: a refusal draws nothing at all.
+    assert elapsed < 2.0
+    assert peak < 50e6
+    assert plt.get_fignums() == before
+
+
+def test_the_largest_heatmap_allowed_stays_small() -> None:
+    weights = torch.softmax(torch.randn(64, 64, generator=torch.Generator().manual_seed(0)), -1)
+    tokens = [f"tok{i}" for i in range(64)]
+    tracemalloc.start()
+    try:
+        ax = afs.plot_attention(weights, tokens)
+        ax.figure.savefig(io.BytesIO(), format="png", dpi=100)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 200e6  # measured: about 9 MB
+    assert ax.figure.get_figwidth() <= 7.0 + 1e-9
+    assert ax.figure.get_figheight() <= 7.0 + 1e-9
+    assert texts(ax) == []
+    # Only every second label, so that 9-point labels do not overlap; upright on the x axis.
+    x, y = tick_labels(ax)
+    assert x == y == tokens[::2]
+    assert {label.get_rotation() for label in ax.get_xticklabels()} == {90.0}
+
+
+def test_plot_attention_defaults_to_a_figure_that_fits_the_column(toy_tokens: list[str]) -> None:
+    ax = afs.plot_attention(toy_weights(), toy_tokens)
+    width, height = ax.figure.get_size_inches()
+    assert 4.0 <= width <= 7.0
+    assert height <= 7.0
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: afs.plot_attention(torch.zeros(0, 3)), r"weights: expected at least one query"),
+        (lambda: afs.plot_attention(torch.zeros(3, 0)), r"weights: expected at least one query"),
+        (lambda: afs.plot_attention_heads(torch.zeros(0, 6, 6)), r"at least one head"),
+        (lambda: afs.plot_layout(torch.zeros(0, 3)), r"x: expected at least one element"),
+        (lambda: afs.plot_layout(torch.zeros(3, 0)), r"x: expected at least one element"),
+    ],
+    ids=["no-queries", "no-keys", "no-heads", "layout-no-rows", "layout-no-columns"],
+)
+def test_empty_inputs_are_refused_clearly(call: Callable[[], object], match: str) -> None:
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match=match):
+        call()
+    assert plt.get_fignums() == before
+
+
+@pytest.mark.parametrize(
+    ("tokens", "error", "match"),
+    [
+        ([0, 1, 2], TypeError, r"tokens: expected a sequence of strings, got int 0 at position 0"),
+        (["a", None, "c"], TypeError, r"got NoneType None at position 1"),
+        ({"a", "b", "c"}, TypeError, r"tokens: expected a sequence of strings .*got set"),
+        (3, TypeError, r"tokens: expected a sequence of strings .*got int"),
+        (b"abc", TypeError, r"tokens: expected a sequence of strings, got a single str"),
+        (iter(["a", "b"]), ValueError, r"tokens: expected 3 labels to match the weights, got 2"),
+        # The same iterator a second time: it is empty, and said so.
+        (iter([]), ValueError, r"tokens: expected 3 labels to match the weights, got 0"),
+    ],
+    ids=["ints", "none-inside", "set", "int", "bytes", "short-iterator", "empty-iterator"],
+)
+def test_bad_tokens_are_refused(tokens: object, error: type, match: str) -> None:
+    before = plt.get_fignums()
+    with pytest.raises(error, match=match):
+        afs.plot_attention(torch.full((3, 3), 1 / 3), tokens)
+    if not isinstance(tokens, Iterator):  # an iterator was used up by the first call
+        with pytest.raises(error, match=match.replace("at position 0", "")):
+            afs.plot_attention_heads(torch.full((2, 3, 3), 1 / 3), tokens)
+    assert plt.get_fignums() == before
+
+
+def test_tokens_may_be_a_generator_read_once() -> None:
+    words = ["the", "cat", "sat"]
+    ax = afs.plot_attention(torch.full((3, 3), 1 / 3), (word for word in words))
+    assert tick_labels(ax) == (words, words)
+    fig = afs.plot_attention_heads(torch.full((4, 3, 3), 1 / 3), (word for word in words))
+    heatmaps = [ax for ax in fig.axes if ax.get_title().startswith("head")]
+    assert len(heatmaps) == 4
+    assert all(tick_labels(ax) == (words, words) for ax in heatmaps)
+
+
+def test_failed_calls_leave_no_figure_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    from attention_from_scratch import plotting
+
+    before = plt.get_fignums()
+    # Errors found while drawing, after the figure exists.
+    with pytest.raises(ValueError, match="no-such-map"):
+        afs.plot_attention(torch.eye(3), cmap="no-such-map")
+    with pytest.raises(ValueError, match="no-such-map"):
+        afs.plot_attention_heads(torch.full((3, 2, 2), 0.5), cmap="no-such-map")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr(plotting, "_draw_cell", broken)
+    with pytest.raises(RuntimeError, match="drawing failed"):
+        afs.plot_layout(torch.arange(6.0).view(2, 3))
+    assert plt.get_fignums() == before
+    # A figure the caller made is theirs: it stays open.
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="no-such-map"):
+        afs.plot_attention(torch.eye(3), ax=ax, cmap="no-such-map")
+    assert plt.fignum_exists(fig.number)
+
+
+def test_annotate_accepts_numpy_bools_and_refuses_other_types() -> None:
+    ax = afs.plot_attention(torch.full((3, 3), 1 / 3), annotate=np.bool_(False))
+    assert texts(ax) == []
+    ax = afs.plot_attention(torch.full((3, 3), 1 / 3), annotate=np.bool_(True))
+    assert len(texts(ax)) == 9
+    with pytest.raises(TypeError, match=r"annotate: expected a bool, got str 'yes'"):
+        afs.plot_attention(torch.eye(3), annotate="yes")
+
+
+# ---------------------------------------------------------------------------------------------
+# Head grids laid out for the book's column
+# ---------------------------------------------------------------------------------------------
+
+
+def test_eight_heads_make_four_rows_of_two_with_one_colour_bar() -> None:
+    weights = torch.softmax(torch.randn(8, 6, 6, generator=torch.Generator().manual_seed(1)), -1)
+    fig = afs.plot_attention_heads(weights, TOKENS, title="eight heads")
+    heatmaps = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    colour_bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(heatmaps) == 8 and len(colour_bars) == 1
+    assert len({round(ax.get_position().x0, 3) for ax in heatmaps}) == 2
+    assert len({round(ax.get_position().y0, 3) for ax in heatmaps}) == 4
+    assert fig.get_figwidth() <= 7.0
+    # One colour scale for every panel, so that the shared bar reads right for each.
+    limits = {ax.images[0].get_clim() for ax in heatmaps}
+    assert len(limits) == 1
+    low, high = limits.pop()
+    assert low == pytest.approx(float(weights.min())) and high == pytest.approx(
+        float(weights.max())
+    )
+    # No numbers in small panels; every text of the figure is at least 9 points.
+    assert all(texts(ax) == [] for ax in heatmaps)
+    fig.canvas.draw()
+    assert min(text.get_fontsize() for text in all_texts(fig)) >= 9
+    # Each panel is about 3 inches wide with its labels (its slot is half of 6.7 inches),
+    # and its heatmap alone more than 2 inches.
+    renderer = fig.canvas.get_renderer()
+    for ax in heatmaps:
+        assert ax.get_tightbbox(renderer).width / fig.dpi >= 2.7
+        assert ax.get_window_extent(renderer).width / fig.dpi >= 2.0
+
+
+def test_two_small_heads_keep_their_numbers_at_nine_points() -> None:
+    fig = afs.plot_attention_heads(torch.full((2, 6, 6), 1 / 6), TOKENS)
+    heatmaps = [ax for ax in fig.axes if ax.get_title().startswith("head")]
+    assert [len(texts(ax)) for ax in heatmaps] == [36, 36]
+    assert min(text.get_fontsize() for text in all_texts(fig)) >= 9
+    assert [ax.get_label() for ax in fig.axes].count("<colorbar>") == 1
+    with pytest.raises(ValueError, match=r"annotate: expected at most 8 tokens .* got 12"):
+        afs.plot_attention_heads(torch.full((2, 12, 12), 1 / 12), annotate=True)
+
+
+def test_every_text_is_at_least_nine_points(toy_tokens: list[str]) -> None:
+    figures = [
+        afs.plot_attention(toy_weights(), toy_tokens).figure,
+        afs.plot_layout(torch.arange(12.0).view(3, 4).T),
+    ]
+    for fig in figures:
+        sizes = [text.get_fontsize() for text in all_texts(fig)]
+        assert sizes and min(sizes) >= 9
+        assert fig.get_figwidth() <= 7.0 + 1e-9
+
+
+def test_plot_layout_draws_up_to_sixteen_elements() -> None:
+    fig = afs.plot_layout(torch.arange(16.0).view(4, 4))
+    assert len(texts(fig.axes[1])) == 2 * 16
+    with pytest.raises(ValueError, match=r"at most 16 elements .* got 20 elements"):
+        afs.plot_layout(torch.arange(20.0).view(4, 5))
+
+
+# ---------------------------------------------------------------------------------------------
+# nan and infinite entries are shown, not hidden
+# ---------------------------------------------------------------------------------------------
+
+
+def test_nan_and_infinite_entries_are_blank_and_labelled() -> None:
+    nan, inf = float("nan"), float("inf")
+    weights = torch.tensor([[0.5, 0.5, -inf], [nan, 0.25, 0.75], [inf, 0.0, 1.0]])
+    ax = afs.plot_attention(weights)
+    assert texts(ax) == ["0.50", "0.50", "-inf", "nan", "0.25", "0.75", "inf", "0.00", "1.00"]
+    image = ax.images[0]
+    # The colour scale spans the finite entries; the others are masked (drawn blank).
+    assert image.get_clim() == (0.0, 1.0)
+    masked = np.ma.getmaskarray(np.ma.masked_invalid(image.get_array()))
+    assert masked.sum() == 3
+    # Their numbers are black, so that they show on the blank cells.
+    colours = [text.get_color() for text in ax.texts]
+    assert colours[2] == colours[3] == colours[6] == "black"

@@ -130,3 +130,32 @@ def check_positive_float(name: str, value: object) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name}: expected a positive, finite number, got {value!r}")
     return float(value)
+
+
+def check_device(name: str, value: object) -> torch.device | None:
+    """Return ``value`` as a ``torch.device`` (or ``None``), refusing what torch cannot parse.
+
+    Accepts a ``torch.device``, a string such as ``"cpu"``, ``"cuda:0"`` or ``"mps"``, or
+    ``None`` (the default device). A bare int is refused: it means a CUDA index to torch, which
+    a reader of ``device=0`` cannot tell; write ``"cuda:0"``. Whether the device exists here is
+    left to torch, whose error already names it.
+    """
+    if value is None or isinstance(value, torch.device):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise TypeError(
+            f"{name}: expected a torch.device or a str, got int {value}; "
+            f"write 'cuda:{max(value, 0)}' for a GPU"
+        )
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{name}: expected a torch.device, a str such as 'cpu' or 'cuda', or None, "
+            f"got {type(value).__name__} {value!r}"
+        )
+    try:
+        return torch.device(value)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(
+            f"{name}: expected a device such as 'cpu', 'cuda', 'cuda:0' or 'mps', got {value!r}; "
+            f"pick_device() returns the best one available"
+        ) from error

@@ -11,6 +11,7 @@ from torch import nn
 
 from ._checks import (
     check_bool,
+    check_device,
     check_dropout,
     check_positive_int,
     check_tensor,
@@ -26,7 +27,8 @@ def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> to
 
     Args:
         num_tokens: the number of tokens ``t``.
-        device: where to build the mask (use the device of the scores it will mask).
+        device: where to build the mask (use the device of the scores it will mask): a
+            ``torch.device``, a str such as ``"cuda"``, or ``None`` for the CPU.
 
     Returns:
         A ``torch.bool`` tensor of shape ``(t, t)``.
@@ -34,6 +36,7 @@ def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> to
     Introduced in chapter 3.
     """
     num_tokens = check_positive_int("num_tokens", num_tokens)
+    device = check_device("device", device)
     ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1)  # (t, t)
 

@@ -96,7 +96,9 @@ def simplified_attention_loop(
     Returns:
         The context vectors, shape ``(t, d_in)``; with ``return_weights=True`` also the attention
         weights, shape ``(t, t)``, where row ``i`` holds how much token ``i`` attends to each
-        token.
+        token. A ``nan`` or infinite input is not hidden: it makes every score it touches
+        non-finite, and softmax then turns those rows into ``nan``, as in
+        :func:`simplified_attention`.
 
     Introduced in chapter 1.
     """
@@ -126,7 +128,10 @@ def simplified_attention(
 
     Returns:
         The context vectors, the same shape as ``inputs``; with ``return_weights=True`` also
-        the attention weights, shape ``(t, t)`` or ``(b, t, t)``.
+        the attention weights, shape ``(t, t)`` or ``(b, t, t)``. Non-finite inputs are not
+        hidden or repaired: a ``nan`` anywhere in a sequence enters every score of that
+        sequence (each token is compared with it), so all its weights and context vectors
+        become ``nan``; other sequences of the batch are unaffected.
 
     Introduced in chapter 1.
     """

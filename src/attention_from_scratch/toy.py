@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ._checks import check_device
+
 #: The tokens of the toy sentence, in order.
 TOY_TOKENS: tuple[str, ...] = ("Your", "journey", "starts", "with", "one", "step")
 
@@ -25,7 +27,8 @@ def toy_sentence(
     """Return the toy sentence "Your journey starts with one step" and its embeddings.
 
     Args:
-        device: where to create the tensor (default: the CPU).
+        device: where to create the tensor: a ``torch.device``, a str such as ``"cuda"``, or
+            ``None`` for the CPU.
         dtype: a floating dtype for the tensor (default: ``torch.float32``).
 
     Returns:
@@ -36,5 +39,6 @@ def toy_sentence(
     """
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype: expected a floating torch.dtype, got {dtype!r}")
+    device = check_device("device", device)
     inputs = torch.tensor(_TOY_EMBEDDINGS, device=device, dtype=dtype)  # (t, d_in)
     return list(TOY_TOKENS), inputs
