@@ -212,6 +212,17 @@ def test_a_view_that_starts_later_shares_storage_but_not_data_ptr() -> None:
     assert proj[0, 0, 2] == -1.0
 
 
+def test_shares_storage_compares_storages_not_first_elements() -> None:
+    x = torch.arange(6.0)
+    tail = x[3:]  # starts 3 elements into x's storage
+    assert tail.data_ptr() == x.data_ptr() + 3 * x.element_size()
+    assert afs.shares_storage(tail, x) and afs.shares_storage(x, tail)
+    assert afs.describe_layout(tail).storage_ptr == x.untyped_storage().data_ptr()
+    # Equal values in storage of their own are not shared memory.
+    assert not afs.shares_storage(x.clone(), x)
+    assert not afs.shares_storage(torch.arange(6.0), x)
+
+
 def test_shares_storage_rejects_non_tensors() -> None:
     with pytest.raises(TypeError, match=r"b: expected a torch.Tensor, got list"):
         afs.shares_storage(torch.zeros(2), [0.0, 0.0])

@@ -47,7 +47,12 @@ def describe_layout(x: torch.Tensor) -> Layout:
     """Return the :class:`Layout` of ``x``: shape, strides, offset, contiguity and address.
 
     Args:
-        x: any tensor.
+        x: any tensor, of any shape.
+
+    Returns:
+        Its :class:`Layout`. ``data_ptr`` is ``storage_ptr`` plus ``storage_offset`` times the
+        element size; compare ``storage_ptr`` (or call :func:`shares_storage`) to tell whether
+        two tensors share memory.
 
     Introduced in chapter 5.
     """

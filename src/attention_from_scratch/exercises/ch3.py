@@ -58,13 +58,21 @@ dropout_order = Exercise(
 @dropout_order.check(
     points=1,
     hint="`after` must be the renormalised causal weights times the seed-123 dropout "
-    "pattern: zero exactly where dropout or the mask put a zero.",
+    "pattern: zero exactly where dropout or the mask put a zero. `before` keeps those zeros, "
+    "has rows that sum to one, and row 1, which loses every visible weight, is nan.",
 )
-def dropout_after(after):
-    weights = answer_tensor(after, (6, 6)).float()
+def dropout_both_orders(before, after):
     causal_zero = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
     expected_zero = causal_zero | (_dropout_pattern() == 0)
+    weights = answer_tensor(after, (6, 6)).float()
     assert torch.equal(weights == 0, expected_zero)
+    # Dropping first and renormalising keeps the zeros; row 1 is 0 / 0.
+    renormalised = answer_tensor(before, (6, 6)).float()
+    assert torch.isnan(renormalised[1]).all()
+    others = torch.tensor([0, 2, 3, 4, 5])
+    kept_rows = renormalised[others]
+    assert torch.equal(kept_rows == 0, expected_zero[others])
+    assert torch.allclose(kept_rows.sum(dim=-1), torch.ones(5), atol=1e-5)
 
 
 all_masked = Exercise(
