@@ -55,11 +55,41 @@ def parameter_formula(formula):
 divisible = Exercise(
     "ch4-ex-divisible",
     chapter=4,
-    manual_points=2,
-    rubric="1 point: d_out is cut into num_heads heads of equal size d_out / num_heads "
-    "(view(b, t, h, d_h)). 1 point: two working fixes, e.g. d_out = 12 with 4 heads, or "
-    "d_out = 10 with 2 or 5 heads.",
+    manual_points=1,
+    rubric="Says that d_out is cut into num_heads heads of equal size d_h = d_out / num_heads "
+    "(view(b, t, h, d_h)), so d_out must be a multiple of num_heads.",
 )
+
+
+def _runs_on_the_toy_batch(module: torch.nn.Module, d_out: int) -> None:
+    """Fail unless ``module`` maps the toy batch ``(2, 6, 3)`` to ``(2, 6, d_out)``."""
+    with torch.no_grad():
+        assert tuple(module(_batch()).shape) == (2, 6, d_out)  # (b, t, d_out)
+
+
+@divisible.check(
+    points=1,
+    hint="`keep_heads` must be a MultiHeadAttention with d_in=3 and num_heads=4, and a "
+    "d_out that 4 divides, e.g. 12 (heads of size 3).",
+)
+def four_heads_with_a_multiple_of_four(keep_heads):
+    module = answer_module(keep_heads)
+    assert module.num_heads == 4 and module.d_out % 4 == 0
+    assert module.head_dim * 4 == module.d_out
+    _runs_on_the_toy_batch(module, module.d_out)
+
+
+@divisible.check(
+    points=1,
+    hint="`keep_d_out` must be a MultiHeadAttention with d_in=3 and d_out=10, and a number "
+    "of heads that divides 10: 1, 2, 5 or 10.",
+)
+def ten_outputs_with_a_divisor_of_ten(keep_d_out):
+    module = answer_module(keep_d_out)
+    assert module.d_out == 10 and module.num_heads in (1, 2, 5, 10)
+    assert module.head_dim == 10 // module.num_heads
+    _runs_on_the_toy_batch(module, 10)
+
 
 permute_heads = Exercise(
     "ch4-ex-permute-heads",
