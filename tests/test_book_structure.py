@@ -29,13 +29,14 @@ def markdown(path: Path) -> str:
     )
 
 
-def test_five_chapters_in_reading_order() -> None:
+def test_six_chapters_in_reading_order() -> None:
     assert [path.stem for path in NOTEBOOKS] == [
         "01_simplified_attention",
         "02_trainable_qkv",
         "03_causal_attention",
         "04_multi_head_attention",
         "05_tensor_layout",
+        "06_attention_that_learns",
     ]
 
 

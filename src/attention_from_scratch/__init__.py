@@ -11,6 +11,8 @@ module                    chapter
 ``multihead``             4. Multi-head attention
 ``word_vectors``          4. GloVe word vectors without torchtext
 ``layout``                5. Tensor layout: view, transpose, contiguous
+``positions``             6. Position: learned, sinusoidal and rotary embeddings
+``training``              6. A tiny causal model, synthetic tasks and a training loop
 ``plotting``              figures for every chapter (imports matplotlib on first use)
 ========================  ==========================================================
 
@@ -28,6 +30,12 @@ from .causal import CausalAttention, CrossAttention, causal_mask
 from .device import pick_device
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
 from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper, WideMultiHeadAttention
+from .positions import (
+    LearnedPositions,
+    RotaryEmbedding,
+    SinusoidalPositions,
+    sinusoidal_positions,
+)
 from .simplified import (
     simplified_attention,
     simplified_attention_loop,
@@ -36,6 +44,16 @@ from .simplified import (
 )
 from .toy import TOY_TOKENS, toy_sentence
 from .trainable import SelfAttentionV1, SelfAttentionV2
+from .training import (
+    TinyCausalModel,
+    TrainingHistory,
+    evaluate,
+    induction_scores,
+    induction_task,
+    k_back_task,
+    previous_token_scores,
+    train,
+)
 from .word_vectors import (
     CorruptDownloadError,
     GloVe,
@@ -66,26 +84,38 @@ __all__ = [
     "CrossAttention",
     "GloVe",
     "Layout",
+    "LearnedPositions",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
+    "RotaryEmbedding",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "SinusoidalPositions",
+    "TinyCausalModel",
+    "TrainingHistory",
     "WideMultiHeadAttention",
     "WordVectorsUnavailable",
     "causal_mask",
     "describe_layout",
+    "evaluate",
+    "induction_scores",
+    "induction_task",
+    "k_back_task",
     "load_glove",
     "merge_heads",
     "pick_device",
     "plot_attention",
     "plot_attention_heads",
     "plot_layout",
+    "previous_token_scores",
     "read_word_vectors",
     "shares_storage",
     "simplified_attention",
     "simplified_attention_loop",
+    "sinusoidal_positions",
     "softmax_naive",
     "softmax_stable",
     "split_heads",
     "toy_sentence",
+    "train",
 ]

@@ -1,0 +1,223 @@
+"""Chapter 6: telling attention where each token is.
+
+Attention by itself is permutation-equivariant: shuffle the tokens and the outputs shuffle with
+them. This module holds the three usual ways to add position information: a learned table of
+position vectors, the fixed sinusoidal encoding of Vaswani et al. (2017), and rotary
+embeddings (Su et al., 2021), which rotate queries and keys instead of changing the inputs.
+
+Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` size of a position
+vector (the model size), ``d_h`` size of one head.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int, check_tensor
+
+
+def _check_base(base: object) -> float:
+    if isinstance(base, bool) or not isinstance(base, (int, float)):
+        raise TypeError(f"base: expected a float greater than 1, got {type(base).__name__}")
+    if not math.isfinite(base) or base <= 1.0:
+        raise ValueError(f"base: expected a float greater than 1, got {base}")
+    return float(base)
+
+
+def _check_offset(offset: object) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset: expected an int >= 0, got {type(offset).__name__} {offset!r}")
+    if offset < 0:
+        raise ValueError(f"offset: expected an int >= 0, got {offset}")
+    return offset
+
+
+def sinusoidal_positions(num_positions: int, d: int, base: float = 10000.0) -> torch.Tensor:
+    """Return the sinusoidal position encoding of Vaswani et al. (2017).
+
+    Columns come in pairs that share one frequency: column ``2i`` holds
+    ``sin(pos / base**(2i / d))`` and column ``2i + 1`` holds ``cos`` of the same angle. Low
+    columns turn quickly with the position, high columns slowly, so every position gets a
+    different pattern, and the encoding of ``pos + k`` is a fixed rotation of the encoding of
+    ``pos`` (the rotation depends on ``k`` only).
+
+    Args:
+        num_positions: how many positions to encode (rows), counted from 0.
+        d: the size of each position vector (columns); an odd ``d`` ends with a sine column.
+        base: the wavelength scale; 10000 as in the paper.
+
+    Returns:
+        A float32 tensor of shape ``(num_positions, d)``, to be added to the token embeddings.
+
+    Introduced in chapter 6.
+    """
+    num_positions = check_positive_int("num_positions", num_positions)
+    d = check_positive_int("d", d)
+    base = _check_base(base)
+    positions = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)  # (t, 1)
+    pair = torch.arange(0, d, 2, dtype=torch.float64)  # 2i for every pair
+    # Computed in float64 so that large positions keep their low digits.
+    angles = positions / base ** (pair / d)  # (t, ceil(d / 2))
+    encoding = torch.zeros(num_positions, d, dtype=torch.float64)
+    encoding[:, 0::2] = torch.sin(angles)
+    encoding[:, 1::2] = torch.cos(angles[:, : d // 2])
+    return encoding.float()  # (t, d)
+
+
+class LearnedPositions(nn.Module):
+    """A learned position vector for each position, added to the token embeddings.
+
+    The table is an ``nn.Embedding`` trained with the rest of the model, as in GPT-2. It knows
+    nothing about order in advance and only covers the ``context_length`` positions it has.
+
+    Args:
+        context_length: the number of positions that get a vector.
+        d: the size of each vector (the model size).
+
+    Shape:
+        - Input: ``(b, t, d)`` embeddings, with ``offset + t <= context_length``.
+        - Output: ``(b, t, d)``, the input plus the vectors of positions
+          ``offset, ..., offset + t - 1``.
+
+    Introduced in chapter 6.
+    """
+
+    def __init__(self, context_length: int, d: int) -> None:
+        super().__init__()
+        self.context_length = check_positive_int("context_length", context_length)
+        self.d = check_positive_int("d", d)
+        self.table = nn.Embedding(context_length, d)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = check_tensor(
+            "x", x, ranks=(3,), shape_names=("(b, t, d)",), last_dim=self.d, last_dim_name="d"
+        )
+        offset = _check_offset(offset)
+        end = offset + x.shape[1]
+        if end > self.context_length:
+            raise ValueError(
+                f"x: expected offset + t <= context_length={self.context_length}, "
+                f"got offset={offset} and t={x.shape[1]}"
+            )
+        positions = torch.arange(offset, end, device=x.device)  # (t,)
+        return x + self.table(positions)  # (b, t, d) + (t, d)
+
+
+class SinusoidalPositions(nn.Module):
+    """The fixed sinusoidal encoding as a module: adds :func:`sinusoidal_positions` to the input.
+
+    The table is a buffer, not a parameter: nothing about it is learned, and it moves with the
+    module to the model's device.
+
+    Args:
+        context_length: the number of positions encoded.
+        d: the size of each vector (the model size).
+        base: the wavelength scale, 10000 as in the paper.
+
+    Shape:
+        - Input: ``(b, t, d)`` embeddings, with ``offset + t <= context_length``.
+        - Output: ``(b, t, d)``, the input plus the encoding of positions
+          ``offset, ..., offset + t - 1``.
+
+    Introduced in chapter 6.
+    """
+
+    table: torch.Tensor
+
+    def __init__(self, context_length: int, d: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.context_length = check_positive_int("context_length", context_length)
+        self.d = check_positive_int("d", d)
+        self.register_buffer(
+            "table", sinusoidal_positions(context_length, d, base), persistent=False
+        )
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = check_tensor(
+            "x", x, ranks=(3,), shape_names=("(b, t, d)",), last_dim=self.d, last_dim_name="d"
+        )
+        offset = _check_offset(offset)
+        end = offset + x.shape[1]
+        if end > self.context_length:
+            raise ValueError(
+                f"x: expected offset + t <= context_length={self.context_length}, "
+                f"got offset={offset} and t={x.shape[1]}"
+            )
+        return x + self.table[offset:end].to(x.dtype)  # (b, t, d) + (t, d)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoPE) of Su et al. (2021), applied to queries and keys.
+
+    Each pair of features ``(2i, 2i + 1)`` of a vector at position ``m`` is rotated by the angle
+    ``m * theta_i`` with ``theta_i = base**(-2i / d_h)``. A rotation keeps lengths, and the dot
+    product of a query rotated for position ``m`` with a key rotated for position ``n`` depends
+    on ``m - n`` only: attention scores see relative positions. Nothing is learned.
+
+    Args:
+        head_dim: the size ``d_h`` of each query or key vector; must be even.
+        base: the wavelength scale, 10000 as in the paper.
+
+    Shape:
+        - Input: ``(..., t, d_h)``, e.g. queries or keys ``(b, h, t, d_h)``; ``offset`` is the
+          position of the first of the ``t`` tokens, so that tokens fed one at a time (a
+          cache of earlier keys) are rotated as in the full sequence.
+        - Output: the same shape and dtype.
+
+    Introduced in chapter 6.
+    """
+
+    inv_freq: torch.Tensor
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.head_dim = check_positive_int("head_dim", head_dim)
+        if head_dim % 2:
+            raise ValueError(
+                f"head_dim: expected an even number (features are rotated in pairs), got {head_dim}"
+            )
+        self.base = _check_base(base)
+        pair = torch.arange(0, head_dim, 2, dtype=torch.float64)  # 2i for every pair
+        self.register_buffer("inv_freq", self.base ** (-pair / head_dim), persistent=False)
+
+    def angles(self, num_tokens: int, offset: int = 0) -> torch.Tensor:
+        """The rotation angle of every pair at positions ``offset, ..., offset + t - 1``.
+
+        Args:
+            num_tokens: the number of positions ``t``.
+            offset: the first position.
+
+        Returns:
+            A float64 tensor of shape ``(t, d_h / 2)``.
+        """
+        num_tokens = check_positive_int("num_tokens", num_tokens)
+        offset = _check_offset(offset)
+        positions = torch.arange(
+            offset, offset + num_tokens, dtype=torch.float64, device=self.inv_freq.device
+        )
+        return torch.outer(positions, self.inv_freq)  # (t, d_h / 2)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = check_tensor(
+            "x",
+            x,
+            ranks=(2, 3, 4),
+            shape_names=("(t, d_h)", "(b, t, d_h)", "(b, h, t, d_h)"),
+            last_dim=self.head_dim,
+            last_dim_name="head_dim",
+        )
+        offset = _check_offset(offset)
+        angles = self.angles(x.shape[-2], offset).to(x.device)  # (t, d_h / 2)
+        cos = torch.cos(angles).to(x.dtype)  # (t, d_h / 2)
+        sin = torch.sin(angles).to(x.dtype)  # (t, d_h / 2)
+        even, odd = x[..., 0::2], x[..., 1::2]  # (..., t, d_h / 2) each
+        rotated = torch.stack(
+            (even * cos - odd * sin, even * sin + odd * cos), dim=-1
+        )  # (..., t, d_h / 2, 2)
+        return rotated.flatten(-2)  # (..., t, d_h), pairs interleaved back
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}"

@@ -1,0 +1,503 @@
+"""Chapter 6: a tiny causal model, two synthetic tasks that need attention, and a training loop.
+
+The model is built from the course's own :class:`~attention_from_scratch.MultiHeadAttention`.
+The tasks are generated from a seed, so every run sees the same sequences, and a held-out set
+is simply the same generator with another seed. Targets that no model could predict are set
+to :data:`IGNORE_INDEX`, which ``torch.nn.functional.cross_entropy`` skips and which the
+accuracy leaves out.
+
+Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` model size,
+``V`` vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
+from tqdm import tqdm
+
+from ._checks import check_bool, check_dropout, check_positive_int
+from .multihead import MultiHeadAttention
+from .positions import LearnedPositions, SinusoidalPositions
+
+#: The target value of positions that are not scored (the default ``ignore_index`` of
+#: ``torch.nn.functional.cross_entropy``).
+IGNORE_INDEX = -100
+
+POSITION_KINDS = ("none", "learned", "sinusoidal")
+
+
+def _check_seed(seed: object) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, got {type(seed).__name__} {seed!r}")
+    return seed
+
+
+def _check_tokens(name: str, tokens: object) -> torch.Tensor:
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"{name}: expected a torch.Tensor of token ids, shape (b, t), "
+            f"got {type(tokens).__name__}"
+        )
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"{name}: expected an integer tensor (torch.long), got {tokens.dtype}")
+    if tokens.dim() != 2 or tokens.shape[1] == 0:
+        raise ValueError(
+            f"{name}: expected a tensor of shape (b, t) with t >= 1, got {tuple(tokens.shape)}"
+        )
+    return tokens
+
+
+def k_back_task(
+    num_sequences: int, num_tokens: int, vocab_size: int, k: int, *, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random sequences whose target at position ``i`` is the input token at ``i - k``.
+
+    The task needs order: the set of tokens seen so far is the same whatever their order, so a
+    model that cannot tell positions apart can only guess. The first ``k`` positions have no
+    token ``k`` places back and are set to :data:`IGNORE_INDEX`.
+
+    Args:
+        num_sequences: the number of sequences ``b``.
+        num_tokens: the length ``t`` of each sequence; must be greater than ``k``.
+        vocab_size: the number of token ids ``V``; tokens are drawn uniformly from
+            ``0, ..., V - 1``.
+        k: how many places back the answer is (at least 1).
+        seed: seeds a ``torch.Generator``: the same seed gives the same sequences; use another
+            seed for held-out data.
+
+    Returns:
+        ``(inputs, targets)``, two ``torch.long`` tensors of shape ``(b, t)``.
+
+    Introduced in chapter 6.
+    """
+    num_sequences = check_positive_int("num_sequences", num_sequences)
+    num_tokens = check_positive_int("num_tokens", num_tokens)
+    vocab_size = check_positive_int("vocab_size", vocab_size)
+    k = check_positive_int("k", k)
+    seed = _check_seed(seed)
+    if k >= num_tokens:
+        raise ValueError(f"k: expected fewer places back than num_tokens={num_tokens}, got k={k}")
+    generator = torch.Generator().manual_seed(seed)
+    inputs = torch.randint(vocab_size, (num_sequences, num_tokens), generator=generator)
+    targets = torch.full_like(inputs, IGNORE_INDEX)  # (b, t)
+    targets[:, k:] = inputs[:, :-k]
+    return inputs, targets
+
+
+def induction_task(
+    num_sequences: int,
+    num_tokens: int,
+    vocab_size: int,
+    *,
+    min_period: int,
+    max_period: int,
+    seed: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random segments followed by their repeat, for next-token prediction.
+
+    Each sequence is a segment of ``n`` distinct random tokens, repeated until the sequence is
+    full; ``n`` is drawn for each sequence between ``min_period`` and ``max_period``. The model
+    predicts the next token at every position. Within the first copy the next token is random
+    (the target is :data:`IGNORE_INDEX`); from position ``n`` on it is predictable by looking
+    back: find the earlier copy of the current token and read the token that followed it. The
+    tokens of a segment are distinct, so every earlier copy points to the same answer. As
+    ``n`` varies, no fixed offset ("the token n - 1 places back") solves the task.
+
+    Args:
+        num_sequences: the number of sequences ``b``.
+        num_tokens: the number of input tokens ``t``; must be greater than ``max_period``.
+        vocab_size: the number of token ids ``V``.
+        min_period: the shortest segment, at least 2.
+        max_period: the longest segment, at most ``vocab_size``.
+        seed: seeds a ``torch.Generator``; use another seed for held-out data.
+
+    Returns:
+        ``(inputs, targets)``, two ``torch.long`` tensors of shape ``(b, t)``;
+        ``targets[:, i]`` is the token after ``inputs[:, i]``, or :data:`IGNORE_INDEX` where
+        ``i < n``.
+
+    Introduced in chapter 6.
+    """
+    num_sequences = check_positive_int("num_sequences", num_sequences)
+    num_tokens = check_positive_int("num_tokens", num_tokens)
+    vocab_size = check_positive_int("vocab_size", vocab_size)
+    min_period = check_positive_int("min_period", min_period)
+    max_period = check_positive_int("max_period", max_period)
+    seed = _check_seed(seed)
+    if min_period < 2:
+        raise ValueError(f"min_period: expected at least 2, got {min_period}")
+    if max_period < min_period:
+        raise ValueError(f"max_period: expected at least min_period={min_period}, got {max_period}")
+    if max_period > vocab_size:
+        raise ValueError(
+            f"max_period: expected at most vocab_size={vocab_size} (a segment has distinct "
+            f"tokens), got {max_period}"
+        )
+    if max_period >= num_tokens:
+        raise ValueError(
+            f"max_period: expected fewer than num_tokens={num_tokens}, so that every "
+            f"sequence has a predictable part, got {max_period}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    # A random permutation of the vocabulary per sequence; its first n entries are distinct.
+    order = torch.rand(num_sequences, vocab_size, generator=generator).argsort(dim=1)  # (b, V)
+    periods = torch.randint(
+        min_period, max_period + 1, (num_sequences, 1), generator=generator
+    )  # (b, 1)
+    positions = torch.arange(num_tokens + 1)  # t + 1 tokens: inputs and the last target
+    sequence = order.gather(1, positions % periods)  # (b, t + 1)
+    inputs = sequence[:, :-1].clone()  # (b, t)
+    targets = sequence[:, 1:].clone()  # (b, t)
+    targets[positions[:-1] < periods] = IGNORE_INDEX
+    return inputs, targets
+
+
+class TinyCausalModel(nn.Module):
+    """A small causal language model built from the course's :class:`MultiHeadAttention`.
+
+    Token embedding, optional positions, ``num_layers`` residual blocks and a linear output
+    head. Each block adds ``attention(x)`` to ``x`` and, with ``mlp=True``, then adds a small
+    two-layer perceptron; with ``layer_norm=True`` each sub-block sees ``LayerNorm(x)``
+    (pre-norm, as in GPT-2) and a final LayerNorm precedes the head.
+
+    Args:
+        vocab_size: the number of token ids ``V``.
+        d_model: the model size ``d``.
+        context_length: the longest sequence accepted.
+        num_layers: the number of blocks.
+        num_heads: heads per attention layer; ``d_model`` must be a multiple of it.
+        positions: ``"none"``, ``"learned"`` (a trained table) or ``"sinusoidal"`` (fixed).
+        mlp: add a two-layer perceptron (hidden size ``4 d``) to every block.
+        layer_norm: use pre-norm LayerNorms.
+        dropout: dropout on the attention weights during training.
+
+    Shape:
+        - Input: ``(b, t)`` token ids (``torch.long``) with ``t <= context_length``.
+        - Output: ``(b, t, V)`` logits for the next token at every position; with
+          ``return_weights=True`` also a list with the ``(b, h, t, t)`` attention weights of
+          every layer.
+
+    Introduced in chapter 6.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        context_length: int,
+        *,
+        num_layers: int = 1,
+        num_heads: int = 1,
+        positions: str = "learned",
+        mlp: bool = False,
+        layer_norm: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.context_length = check_positive_int("context_length", context_length)
+        check_positive_int("num_layers", num_layers)
+        check_positive_int("num_heads", num_heads)
+        mlp = check_bool("mlp", mlp)
+        layer_norm = check_bool("layer_norm", layer_norm)
+        dropout = check_dropout(dropout)
+        if positions not in POSITION_KINDS:
+            raise ValueError(f"positions: expected one of {POSITION_KINDS}, got {positions!r}")
+        self.positions_kind = positions
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.positions: nn.Module | None = None
+        if positions == "learned":
+            self.positions = LearnedPositions(context_length, d_model)
+        elif positions == "sinusoidal":
+            self.positions = SinusoidalPositions(context_length, d_model)
+        self.attention = nn.ModuleList(
+            MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads)
+            for _ in range(num_layers)
+        )
+        self.attention_norms = nn.ModuleList(
+            nn.LayerNorm(d_model) if layer_norm else nn.Identity() for _ in range(num_layers)
+        )
+        self.mlps = nn.ModuleList(
+            nn.Sequential(
+                nn.LayerNorm(d_model) if layer_norm else nn.Identity(),
+                nn.Linear(d_model, 4 * d_model),
+                nn.GELU(),
+                nn.Linear(4 * d_model, d_model),
+            )
+            if mlp
+            else nn.Identity()
+            for _ in range(num_layers)
+        )
+        self.use_mlp = mlp
+        self.final_norm = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(
+        self, tokens: torch.Tensor, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        tokens = _check_tokens("tokens", tokens)
+        return_weights = check_bool("return_weights", return_weights)
+        if tokens.shape[1] > self.context_length:
+            raise ValueError(
+                f"tokens: expected at most context_length={self.context_length} tokens, "
+                f"got {tokens.shape[1]}"
+            )
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(
+                f"tokens: expected ids in 0..{self.vocab_size - 1}, "
+                f"got values from {tokens.min().item()} to {tokens.max().item()}"
+            )
+        x = self.embedding(tokens)  # (b, t, d)
+        if self.positions is not None:
+            x = self.positions(x)  # (b, t, d)
+        all_weights = []
+        for attention, norm, mlp in zip(
+            self.attention, self.attention_norms, self.mlps, strict=True
+        ):
+            out, weights = attention(norm(x), return_weights=True)  # (b, t, d), (b, h, t, t)
+            x = x + out
+            if self.use_mlp:
+                x = x + mlp(x)
+            all_weights.append(weights)
+        logits = self.head(self.final_norm(x))  # (b, t, V)
+        return (logits, all_weights) if return_weights else logits
+
+
+@dataclass
+class TrainingHistory:
+    """What :func:`train` records: one loss and one accuracy per optimisation step.
+
+    Args:
+        losses: the mean cross-entropy of each training batch.
+        accuracies: the fraction of scored positions of each training batch whose most likely
+            token is the target.
+
+    Introduced in chapter 6.
+    """
+
+    losses: list[float] = field(default_factory=list)
+    accuracies: list[float] = field(default_factory=list)
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    param = next(model.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def _batches(inputs: torch.Tensor, targets: torch.Tensor, batch_size: int, seed: int) -> DataLoader:
+    dataset = TensorDataset(inputs, targets)
+    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
+    # A batch sampler indexes the tensors once per batch instead of once per sequence.
+    return DataLoader(
+        dataset, sampler=BatchSampler(sampler, batch_size, drop_last=False), batch_size=None
+    )
+
+
+def train(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int = 256,
+    lr: float = 1e-2,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "training",
+) -> TrainingHistory:
+    """Train ``model`` to predict ``targets`` from ``inputs`` with AdamW and cross-entropy.
+
+    Batches are drawn by a ``torch.utils.data.DataLoader`` in a seeded random order and moved
+    to the model's device (CPU, CUDA or MPS). Positions whose target is
+    :data:`IGNORE_INDEX` count neither in the loss nor in the accuracy. A ``tqdm`` progress bar
+    shows the step, the loss and the accuracy; it disappears when training ends.
+
+    Args:
+        model: a module mapping ``(b, t)`` token ids to ``(b, t, V)`` logits.
+        inputs: training inputs, ``(b, t)`` token ids.
+        targets: training targets, ``(b, t)`` token ids or :data:`IGNORE_INDEX`.
+        steps: the number of optimisation steps (batches).
+        batch_size: sequences per batch.
+        lr: the learning rate of ``torch.optim.AdamW``.
+        weight_decay: AdamW's weight decay.
+        seed: seeds the order of the batches.
+        progress: show the progress bar.
+        desc: the progress bar's label.
+
+    Returns:
+        A :class:`TrainingHistory` with one loss and one accuracy per step.
+
+    Introduced in chapter 6.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    inputs = _check_tokens("inputs", inputs)
+    targets = _check_tokens("targets", targets)
+    if inputs.shape != targets.shape:
+        raise ValueError(
+            f"targets: expected the shape of inputs {tuple(inputs.shape)}, "
+            f"got {tuple(targets.shape)}"
+        )
+    steps = check_positive_int("steps", steps)
+    batch_size = check_positive_int("batch_size", batch_size)
+    seed = _check_seed(seed)
+    progress = check_bool("progress", progress)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+        raise ValueError(f"lr: expected a positive float, got {lr!r}")
+    device = _model_device(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    loader = _batches(inputs, targets, batch_size, seed)
+    history = TrainingHistory()
+    model.train()
+    bar = tqdm(total=steps, desc=desc, disable=not progress, leave=False, mininterval=0.5)
+    with bar:
+        while len(history.losses) < steps:
+            for batch_inputs, batch_targets in loader:
+                batch_inputs = batch_inputs.to(device)
+                batch_targets = batch_targets.to(device)
+                logits = model(batch_inputs)  # (b, t, V)
+                loss = F.cross_entropy(
+                    logits.flatten(0, 1), batch_targets.flatten(), ignore_index=IGNORE_INDEX
+                )
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                history.losses.append(loss.item())
+                history.accuracies.append(_accuracy(logits.detach(), batch_targets))
+                bar.update(1)
+                bar.set_postfix(loss=f"{history.losses[-1]:.3f}", refresh=False)
+                if len(history.losses) == steps:
+                    break
+    model.eval()
+    return history
+
+
+def _accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    scored = targets != IGNORE_INDEX  # (b, t)
+    if not scored.any():
+        return float("nan")
+    correct = (logits.argmax(dim=-1) == targets) & scored  # (b, t)
+    return correct.sum().item() / scored.sum().item()
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 1024
+) -> float:
+    """Return the accuracy of ``model`` on the scored positions of ``(inputs, targets)``.
+
+    The model is put in evaluation mode (no dropout) and run without gradients on its own
+    device. Only positions whose target is not :data:`IGNORE_INDEX` count.
+
+    Args:
+        model: a module mapping ``(b, t)`` token ids to ``(b, t, V)`` logits.
+        inputs: ``(b, t)`` token ids, e.g. held-out sequences.
+        targets: ``(b, t)`` targets or :data:`IGNORE_INDEX`.
+        batch_size: sequences per forward pass.
+
+    Returns:
+        The fraction of scored positions predicted correctly, in [0, 1].
+
+    Introduced in chapter 6.
+    """
+    inputs = _check_tokens("inputs", inputs)
+    targets = _check_tokens("targets", targets)
+    if inputs.shape != targets.shape:
+        raise ValueError(
+            f"targets: expected the shape of inputs {tuple(inputs.shape)}, "
+            f"got {tuple(targets.shape)}"
+        )
+    batch_size = check_positive_int("batch_size", batch_size)
+    device = _model_device(model)
+    model.eval()
+    correct = 0
+    scored = 0
+    for start in range(0, inputs.shape[0], batch_size):
+        batch_inputs = inputs[start : start + batch_size].to(device)
+        batch_targets = targets[start : start + batch_size].to(device)
+        predictions = model(batch_inputs).argmax(dim=-1)  # (b, t)
+        mask = batch_targets != IGNORE_INDEX  # (b, t)
+        correct += ((predictions == batch_targets) & mask).sum().item()
+        scored += mask.sum().item()
+    if scored == 0:
+        raise ValueError("targets: expected at least one scored position, got none")
+    return correct / scored
+
+
+def _check_weights(weights: object) -> torch.Tensor:
+    if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
+        raise TypeError(
+            f"weights: expected a float tensor of shape (b, h, t, t), got {type(weights).__name__}"
+        )
+    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(
+            f"weights: expected a tensor of shape (b, h, t, t), got {tuple(weights.shape)}"
+        )
+    return weights
+
+
+def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
+    """How much each head attends from every token to the token just before it.
+
+    The score of a head is the mean of ``weights[:, head, i, i - 1]`` over the batch and over
+    the queries ``i >= 1``: 1 for a perfect previous-token head, about ``1 / (i + 1)`` for a
+    head that spreads its attention evenly.
+
+    Args:
+        weights: attention weights of one layer, ``(b, h, t, t)``, with ``t >= 2``.
+
+    Returns:
+        A tensor of shape ``(h,)``, one score per head.
+
+    Introduced in chapter 6.
+    """
+    weights = _check_weights(weights)
+    if weights.shape[-1] < 2:
+        raise ValueError(f"weights: expected t >= 2 tokens, got {tuple(weights.shape)}")
+    diagonal = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (b, h, t - 1)
+    return diagonal.mean(dim=(0, 2))  # (h,)
+
+
+def induction_scores(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """How much each head attends to the token after an earlier copy of the current token.
+
+    For a query ``i`` whose token appeared before, at some ``j - 1 < i``, an induction head
+    attends to key ``j``: the token that followed the earlier copy, which is the best guess of
+    what comes next. The score of a head is the attention weight on all such keys, summed per
+    query and averaged over the batch and the queries that have at least one earlier copy: 1
+    for a perfect induction head, near 0 for a head that looks elsewhere.
+
+    Args:
+        weights: attention weights of one layer, ``(b, h, t, t)``.
+        tokens: the token ids the weights were computed for, ``(b, t)``.
+
+    Returns:
+        A tensor of shape ``(h,)``, one score per head.
+
+    Introduced in chapter 6.
+    """
+    weights = _check_weights(weights)
+    tokens = _check_tokens("tokens", tokens)
+    b, _, t, _ = weights.shape
+    if tuple(tokens.shape) != (b, t):
+        raise ValueError(
+            f"tokens: expected shape (b, t) = {(b, t)} like the weights, got {tuple(tokens.shape)}"
+        )
+    tokens = tokens.to(weights.device)
+    # match[b, i, j]: key j follows an earlier copy of query i's token (j - 1 < i).
+    match = torch.zeros(b, t, t, dtype=torch.bool, device=weights.device)
+    match[:, :, 1:] = tokens[:, :, None] == tokens[:, None, :-1]  # (b, t, t - 1)
+    match &= torch.ones(t, t, dtype=torch.bool, device=weights.device).tril(0)
+    has_copy = match.any(dim=-1)  # (b, t)
+    if not has_copy.any():
+        raise ValueError("tokens: expected at least one token that repeats, got none")
+    on_match = (weights * match[:, None].to(weights.dtype)).sum(dim=-1)  # (b, h, t)
+    on_match = on_match.transpose(0, 1)[:, has_copy]  # (h, queries with a copy)
+    return on_match.mean(dim=-1)  # (h,)
