@@ -2,28 +2,55 @@
 
 This module imports matplotlib, so the package loads it only when one of these functions is
 first used: ``import attention_from_scratch`` stays light.
+
+Every figure is laid out for the book's column, about 7 inches (700 pixels at 100 dpi) wide,
+with text of at least 9 points. What cannot be drawn legibly at that width is refused with a
+``ValueError`` before anything is drawn, so that a large tensor passed by mistake cannot hold
+a kernel for minutes or fill its memory; slice it first. A call that fails leaves no figure
+open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
 
-# Above this many cells per side the numbers no longer fit in the squares.
-_ANNOTATE_UP_TO = 10
-
+from ._checks import check_bool, check_positive_int
 
 # The book's column is about 7 inches wide: a wider figure is scaled down until its labels
-# cannot be read. Above _DRAW_UP_TO tokens per axis a heatmap is no longer legible (and
-# drawing it takes seconds to minutes), so it is refused with advice to slice.
+# cannot be read. A little is kept free because the tight bounding box of a saved image may
+# reach past the figure by the width of a tick label.
 _COLUMN_INCHES = 7.0
+_GRID_INCHES = _COLUMN_INCHES - 0.3
+# The smallest text in a figure (points); cell numbers, tick labels and storage indices.
+_FONT_PT = 9
+# A heatmap of more tokens per axis is a blur of sub-millimetre cells at the column's width,
+# and drawing one used to take minutes (400 tokens: 40 s and 10.7 GB). Measured on a busy
+# 2-core machine at 64 tokens: 2.2 s and 10 MB for one heatmap.
 _DRAW_UP_TO = 64
-_LAYOUT_UP_TO = 48
+# Cell numbers at 9 pt ("0.21") need cells about 0.3 inches wide: up to 10 tokens by default,
+# up to 16 on request in a column-wide heatmap, and up to 8 in a panel of a head grid.
+_ANNOTATE_AUTO_UP_TO = 10
+_ANNOTATE_UP_TO = 16
+_PANEL_ANNOTATE_UP_TO = 8
+# Two columns of panels at least 3 inches wide fit the column; 16 heads make a figure
+# about 25 inches tall, as long as a reader will scroll.
+_HEADS_UP_TO = 16
+# One row of storage cells must fit the column with 9-point indices such as "[15]":
+# 16 cells of about 0.37 inches.
+_LAYOUT_UP_TO = 16
+# A tick label at 9 points needs about 0.16 inches; above that density only every k-th
+# label is shown, so that labels never overlap.
+_TICK_INCHES = 0.16
+# Key labels are slanted at 45 degrees up to this many, upright (90 degrees) above it.
+_SLANTED_UP_TO = 16
 
 
 def _fit_column(width: float, height: float) -> tuple[float, float]:
@@ -41,25 +68,142 @@ def _as_matrix(name: str, weights: object, rank: int) -> torch.Tensor:
             f"{name}: expected a tensor of shape {shape}, got shape {tuple(weights.shape)}; "
             f"pick one batch element first, e.g. {name}[0]"
         )
+    if weights.is_complex():
+        raise TypeError(f"{name}: expected a real tensor, got dtype {weights.dtype}")
     return weights.detach().to("cpu", torch.float32)
 
 
-def _check_labels(name: str, labels: Sequence[str] | None, size: int) -> list[str] | None:
+def _check_size(name: str, shape: tuple[int, ...], what: str) -> None:
+    """Refuse empty matrices and matrices too large to draw, before any figure exists."""
+    if min(shape) == 0:
+        raise ValueError(f"{name}: expected at least {what}, got shape {shape}")
+    largest = max(shape[-2:])
+    if largest > _DRAW_UP_TO:
+        lead = ":, " * (len(shape) - 2)
+        raise ValueError(
+            f"{name}: expected at most {_DRAW_UP_TO} tokens per axis to draw legibly, got "
+            f"{largest} (shape {shape}); slice it, e.g. "
+            f"{name}[{lead}:{_DRAW_UP_TO}, :{_DRAW_UP_TO}]"
+        )
+
+
+def _check_labels(name: str, labels: object, size: int) -> list[str] | None:
+    """Return ``labels`` as a list of ``size`` strings; an iterator is consumed once."""
     if labels is None:
         return None
-    if isinstance(labels, str):
+    if isinstance(labels, (str, bytes)):
         raise TypeError(f"{name}: expected a sequence of strings, got a single str {labels!r}")
-    labels = [str(label) for label in labels]
+    if isinstance(labels, (set, frozenset)) or not isinstance(labels, Iterable):
+        raise TypeError(
+            f"{name}: expected a sequence of strings (a list or a tuple), "
+            f"got {type(labels).__name__}"
+        )
+    labels = list(labels)
+    for position, label in enumerate(labels):
+        if not isinstance(label, str):
+            raise TypeError(
+                f"{name}: expected a sequence of strings, got {type(label).__name__} "
+                f"{label!r} at position {position}; convert them, e.g. "
+                f"[str(token) for token in {name}]"
+            )
     if len(labels) != size:
         raise ValueError(f"{name}: expected {size} labels to match the weights, got {len(labels)}")
     return labels
 
 
+def _check_annotate(annotate: object, size: int, up_to: int, auto: bool) -> bool:
+    """Resolve ``annotate=None`` to ``auto``; refuse numbers that cannot fit their cells."""
+    if annotate is None:
+        return auto
+    annotate = check_bool("annotate", annotate)
+    if annotate and size > up_to:
+        raise ValueError(
+            f"annotate: expected at most {up_to} tokens per axis for the numbers to fit in "
+            f"their cells, got {size}; leave annotate=None, or slice the weights"
+        )
+    return annotate
+
+
+def _check_title(title: object) -> str | None:
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title: expected a str or None, got {type(title).__name__} {title!r}")
+    return title
+
+
+def _finite_range(matrix: torch.Tensor) -> tuple[float, float]:
+    """The colour scale: the range of the finite entries (nan and ±inf have no colour)."""
+    finite = matrix[torch.isfinite(matrix)]
+    if finite.numel() == 0:
+        return 0.0, 1.0
+    low, high = float(finite.min()), float(finite.max())
+    return (low, high) if low < high else (low - 0.5, high + 0.5)
+
+
+def _set_ticks(ax: Axes, labels: list[str] | None, rows: int, cols: int) -> None:
+    """Label the axes with the tokens, every k-th one only where they would overlap."""
+    fig = ax.get_figure()
+    box = ax.get_position()
+    width, height = fig.get_size_inches()
+    for axis, n, inches, names in (
+        ("x", cols, box.width * width, labels[1] if labels else None),
+        ("y", rows, box.height * height, labels[0] if labels else None),
+    ):
+        step = max(1, math.ceil(n / max(1, int(inches / _TICK_INCHES))))
+        positions = list(range(0, n, step))
+        texts = [names[i] if names else str(i) for i in positions]
+        if axis == "x":
+            # Slanted labels read best, but dense ones overlap unless upright.
+            dense = len(positions) > _SLANTED_UP_TO
+            ax.set_xticks(
+                positions,
+                labels=texts,
+                rotation=90 if dense else 45,
+                ha="center" if dense else "right",
+                fontsize=_FONT_PT,
+            )
+        else:
+            ax.set_yticks(positions, labels=texts, fontsize=_FONT_PT)
+
+
+def _draw_heatmap(
+    ax: Axes,
+    matrix: torch.Tensor,
+    row_labels: list[str] | None,
+    col_labels: list[str] | None,
+    *,
+    annotate: bool,
+    cmap: str,
+    limits: tuple[float, float],
+) -> AxesImage:
+    num_queries, num_keys = matrix.shape
+    image = ax.imshow(matrix.numpy(), cmap=cmap, aspect="equal", vmin=limits[0], vmax=limits[1])
+    labels = (row_labels, col_labels) if row_labels or col_labels else None
+    if labels is not None and (row_labels is None or col_labels is None):
+        labels = (
+            row_labels or [str(i) for i in range(num_queries)],
+            col_labels or [str(j) for j in range(num_keys)],
+        )
+    _set_ticks(ax, labels, num_queries, num_keys)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if annotate:
+        middle = (limits[0] + limits[1]) / 2
+        for i in range(num_queries):
+            for j in range(num_keys):
+                value = float(matrix[i, j])
+                # nan and ±inf cells are blank (white): their text must be black to show.
+                colour = "white" if math.isfinite(value) and value <= middle else "black"
+                ax.text(
+                    j, i, f"{value:.2f}", ha="center", va="center", color=colour, fontsize=_FONT_PT
+                )
+    return image
+
+
 def plot_attention(
     weights: torch.Tensor,
-    tokens: Sequence[str] | None = None,
+    tokens: Iterable[str] | None = None,
     *,
-    key_tokens: Sequence[str] | None = None,
+    key_tokens: Iterable[str] | None = None,
     title: str | None = None,
     annotate: bool | None = None,
     ax: Axes | None = None,
@@ -68,130 +212,181 @@ def plot_attention(
     """Draw one attention matrix as a labelled heatmap.
 
     Row ``i`` is the query token and column ``j`` the key token, so each row shows where one
-    token looks; for softmax weights every row sums to one.
+    token looks; for softmax weights every row sums to one. The new figure is at most 7 inches
+    wide and tall (the book's column); its text is at least 9 points.
+
+    ``nan`` and infinite entries (e.g. masked scores of ``-inf``) are not hidden or replaced:
+    they have no colour, so their cells are left blank, and with ``annotate`` their cells read
+    ``nan``, ``inf`` or ``-inf``. The colour scale spans the finite entries.
 
     Args:
-        weights: the attention weights, shape ``(t, s)`` (``s = t`` for self-attention).
-        tokens: labels of the ``t`` query tokens (rows); also used for the columns when
-            ``key_tokens`` is not given and ``s = t``.
-        key_tokens: labels of the ``s`` key tokens (columns), for cross-attention.
+        weights: the attention weights, shape ``(t, s)`` (``s = t`` for self-attention), with
+            at least one and at most 64 tokens per axis; slice a longer one, e.g.
+            ``weights[:64, :64]``.
+        tokens: the ``t`` query tokens (rows), as strings; any iterable, read once. Also used
+            for the columns when ``key_tokens`` is not given and ``s = t``. Above about 32
+            tokens per axis only every k-th label is shown, so that labels do not overlap.
+        key_tokens: the ``s`` key tokens (columns), for cross-attention.
         title: the title of the plot.
-        annotate: write each value in its cell; by default only when both sides have at most
-            10 tokens.
+        annotate: write each value in its cell. ``None`` (the default) writes them when both
+            sides have at most 10 tokens; ``True`` is refused above 16 tokens per axis, where
+            the numbers no longer fit their cells. A NumPy bool works too.
         ax: the axes to draw on; a new figure is made when omitted.
         cmap: a matplotlib colour map name.
 
     Returns:
-        The matplotlib ``Axes`` holding the heatmap.
+        The matplotlib ``Axes`` holding the heatmap; its colour bar is a second axes of the
+        same figure.
+
+    Raises:
+        TypeError: ``weights`` is not a real tensor, or a token is not a string.
+        ValueError: ``weights`` is not 2-D, is empty or has more than 64 tokens per axis,
+            or the number of tokens does not match.
 
     Introduced in chapter 1.
     """
     matrix = _as_matrix("weights", weights, 2)
     num_queries, num_keys = matrix.shape
-    if min(num_queries, num_keys) == 0:
-        raise ValueError(
-            f"weights: expected at least one query and one key, got shape {tuple(matrix.shape)}"
-        )
-    if max(num_queries, num_keys) > _DRAW_UP_TO:
-        raise ValueError(
-            f"weights: expected at most {_DRAW_UP_TO} tokens per axis to draw legibly, got "
-            f"shape {tuple(matrix.shape)}; slice it, e.g. weights[:{_DRAW_UP_TO}, "
-            f":{_DRAW_UP_TO}]"
-        )
+    _check_size("weights", tuple(matrix.shape), "one query and one key")
     row_labels = _check_labels("tokens", tokens, num_queries)
     if key_tokens is None and row_labels is not None and num_keys == num_queries:
         col_labels = row_labels
     else:
         col_labels = _check_labels("key_tokens", key_tokens, num_keys)
+    annotate = _check_annotate(
+        annotate,
+        max(num_queries, num_keys),
+        _ANNOTATE_UP_TO,
+        max(num_queries, num_keys) <= _ANNOTATE_AUTO_UP_TO,
+    )
+    title = _check_title(title)
+    if ax is not None and not isinstance(ax, Axes):
+        raise TypeError(f"ax: expected a matplotlib Axes or None, got {type(ax).__name__}")
+    own_figure = ax is None
     if ax is None:
         _, ax = plt.subplots(figsize=_fit_column(0.6 * num_keys + 2.4, 0.6 * num_queries + 1.6))
-    image = ax.imshow(matrix.numpy(), cmap=cmap, aspect="equal")
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    ax.set_xticks(range(num_keys), labels=col_labels or range(num_keys), rotation=45, ha="right")
-    ax.set_yticks(range(num_queries), labels=row_labels or range(num_queries))
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (attending)")
-    if title:
-        ax.set_title(title)
-    if annotate is None:
-        annotate = max(num_queries, num_keys) <= _ANNOTATE_UP_TO
-    if annotate:
-        finite = matrix[torch.isfinite(matrix)]
-        middle = float((finite.max() + finite.min()) / 2) if finite.numel() else 0.0
-        for i in range(num_queries):
-            for j in range(num_keys):
-                value = float(matrix[i, j])
-                colour = "black" if value > middle else "white"
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", color=colour, fontsize=8)
+    try:
+        image = _draw_heatmap(
+            ax,
+            matrix,
+            row_labels,
+            col_labels,
+            annotate=annotate,
+            cmap=cmap,
+            limits=_finite_range(matrix),
+        )
+        colorbar = ax.get_figure().colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        colorbar.ax.tick_params(labelsize=_FONT_PT)
+        if title:
+            ax.set_title(title)
+    except Exception:
+        if own_figure:
+            plt.close(ax.get_figure())  # a failed call leaves no half-drawn figure behind
+        raise
     return ax
 
 
 def plot_attention_heads(
     weights: torch.Tensor,
-    tokens: Sequence[str] | None = None,
+    tokens: Iterable[str] | None = None,
     *,
     title: str | None = None,
     annotate: bool | None = None,
     max_cols: int = 2,
+    cmap: str = "viridis",
 ) -> Figure:
-    """Draw the attention matrix of every head in a grid of heatmaps.
+    """Draw the attention matrix of every head in a grid of heatmaps with one colour bar.
+
+    The grid is laid out for the book's column: the figure is at most 6.7 inches wide, two
+    panels per row (e.g. 8 heads make 4 rows of 2), each panel about 3 inches wide, all
+    panels on one colour scale shown by a single colour bar, and text of at least 9 points.
+    Axis titles are written once per row and column. ``nan`` and infinite entries are left
+    blank, as in :func:`plot_attention`.
 
     Args:
-        weights: per-head attention weights of one sequence, shape ``(h, t, s)``.
-        tokens: labels of the tokens, as in :func:`plot_attention`.
+        weights: per-head attention weights of one sequence, shape ``(h, t, s)``, with
+            1 to 16 heads and 1 to 64 tokens per axis; draw more heads in groups, e.g.
+            ``weights[:16]``.
+        tokens: the tokens, as in :func:`plot_attention` (any iterable, read once). In small
+            panels only every k-th label is shown where they would overlap.
         title: a title for the whole figure.
-        annotate: write the values in the cells (default: only for at most two heads of
-            small matrices; smaller panels have no room for numbers).
-        max_cols: the most heatmaps per row of the grid; two fit the book's column.
+        annotate: write the values in the cells. ``None`` (the default) writes them only for
+            one or two heads of at most 8 tokens per axis (the panels of a larger grid are too
+            small for numbers); ``True`` is refused above 8 tokens per axis.
+        max_cols: the most panels per row. The default 2 fits the book's column with panels
+            about 3 inches wide; more columns make narrower panels (the figure stays within
+            the column).
+        cmap: a matplotlib colour map name.
 
     Returns:
-        The matplotlib ``Figure``; its axes are titled "head 0", "head 1", ...
+        The matplotlib ``Figure``; its heatmap axes are titled "head 0", "head 1", ..., unused
+        cells of the grid are hidden, and its last axes is the shared colour bar.
+
+    Raises:
+        TypeError: ``weights`` is not a real tensor, a token is not a string, or
+            ``max_cols`` is not an int.
+        ValueError: ``weights`` is not 3-D, is empty, has more than 16 heads or more than 64
+            tokens per axis, or the number of tokens does not match.
 
     Introduced in chapter 4.
     """
     stack = _as_matrix("weights", weights, 3)
     num_heads, num_queries, num_keys = stack.shape
-    if isinstance(max_cols, bool) or not isinstance(max_cols, int) or max_cols < 1:
-        raise ValueError(f"max_cols: expected a positive int, got {max_cols!r}")
-    if min(num_heads, num_queries, num_keys) == 0:
+    max_cols = check_positive_int("max_cols", max_cols)
+    _check_size("weights", tuple(stack.shape), "one head, one query and one key")
+    if num_heads > _HEADS_UP_TO:
         raise ValueError(
-            "weights: expected at least one head, one query and one key, got shape "
-            f"{tuple(stack.shape)}"
+            f"weights: expected at most {_HEADS_UP_TO} heads to draw legibly, got {num_heads} "
+            f"(shape {tuple(stack.shape)}); draw them in groups, e.g. weights[:{_HEADS_UP_TO}]"
         )
-    if annotate is None:
-        annotate = num_heads <= 2 and max(num_queries, num_keys) <= _ANNOTATE_UP_TO
+    row_labels = _check_labels("tokens", tokens, num_queries)
+    col_labels = row_labels if num_keys == num_queries else None
+    annotate = _check_annotate(
+        annotate,
+        max(num_queries, num_keys),
+        _PANEL_ANNOTATE_UP_TO,
+        num_heads <= 2 and max(num_queries, num_keys) <= _PANEL_ANNOTATE_UP_TO,
+    )
+    title = _check_title(title)
     cols = min(num_heads, max_cols)
     rows = -(-num_heads // cols)
-    width = cols * (0.55 * num_keys + 2.2)
-    # The figure is as wide as the column allows; each panel keeps its aspect.
-    # A little narrower than the column: the tight bounding box of the saved image may
-    # reach past the figure by the width of a tick label.
-    width_fit = min(width, _COLUMN_INCHES - 0.3)
-    height = rows * (0.55 * num_queries + 1.6) * width_fit / width
+    # About 0.9 inches go to the shared colour bar and 0.8 to each panel's tick labels; the
+    # heatmap keeps its aspect, plus room for the panel title and the rotated key labels.
+    panel = (_GRID_INCHES - 0.9) / cols - 0.8
+    height = rows * (panel * num_queries / num_keys + 1.0) + (0.5 if title else 0.1)
     fig, axes = plt.subplots(
-        rows,
-        cols,
-        figsize=(width_fit, height),
-        squeeze=False,
-        layout="constrained",
+        rows, cols, figsize=(_GRID_INCHES, height), squeeze=False, layout="constrained"
     )
     try:
+        limits = _finite_range(stack)
+        image = None
         for head, ax in enumerate(axes.flat):
-            if head < num_heads:
-                plot_attention(stack[head], tokens, title=f"head {head}", annotate=annotate, ax=ax)
-            else:
+            if head >= num_heads:
                 ax.set_visible(False)
-        # Axis titles once per row and column: repeated, they crowd the colour bars.
+                continue
+            image = _draw_heatmap(
+                ax,
+                stack[head],
+                row_labels,
+                col_labels,
+                annotate=annotate,
+                cmap=cmap,
+                limits=limits,
+            )
+            ax.set_title(f"head {head}", fontsize=10)
+        # Axis titles once per row and column: repeated, they crowd the panels.
         for (row, col), ax in np.ndenumerate(axes):
             if col > 0:
                 ax.set_ylabel("")
             if row < rows - 1 and (row + 1) * cols + col < num_heads:
                 ax.set_xlabel("")
+        colorbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=min(1.0, 4.0 / height))
+        colorbar.ax.tick_params(labelsize=_FONT_PT)
+        if title:
+            fig.suptitle(title)
     except Exception:
         plt.close(fig)  # a failed call leaves no half-drawn figure behind
         raise
-    if title:
-        fig.suptitle(title)
     return fig
 
 
@@ -199,16 +394,24 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
     """Draw a 2-D tensor next to its storage, with each element's storage index.
 
     The top panel is the tensor as we index it (rows and columns); the bottom panel is the flat
-    storage it reads from. Each cell shows its value and, underneath, the storage index that
-    ``storage_offset + i * stride[0] + j * stride[1]`` gives, so a transposed tensor shows
-    the same storage read in a different order.
+    storage it reads from. Each cell shows its value (to 3 significant digits) and, underneath,
+    the storage index that ``storage_offset + i * stride[0] + j * stride[1]`` gives, so a
+    transposed tensor shows the same storage read in a different order. The figure is at most
+    7 inches wide, with text of at least 9 points.
 
     Args:
-        x: a tensor with two dimensions.
+        x: a tensor with two dimensions, at least one element, and at most 16 elements in it
+            and in its whole storage (one row of 16 storage cells fills the column). A small
+            view of a large tensor is refused too, because its storage is drawn in full.
         title: a title for the figure (the shape and strides are always shown).
 
     Returns:
-        The matplotlib ``Figure``.
+        The matplotlib ``Figure``; its two axes are the tensor and its storage.
+
+    Raises:
+        TypeError: ``x`` is not a tensor.
+        ValueError: ``x`` is not 2-D, is empty, or it or its storage holds more than 16
+            elements.
 
     Introduced in chapter 5.
     """
@@ -216,6 +419,9 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
         raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 2:
         raise ValueError(f"x: expected a tensor with 2 dimensions, got shape {tuple(x.shape)}")
+    if x.numel() == 0:
+        raise ValueError(f"x: expected at least one element, got shape {tuple(x.shape)}")
+    title = _check_title(title)
     rows, cols = x.shape
     row_stride, col_stride = x.stride()
     offset = x.storage_offset()
@@ -223,71 +429,55 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
     if max(n, rows * cols) > _LAYOUT_UP_TO:
         raise ValueError(
             f"x: expected a tensor whose storage holds at most {_LAYOUT_UP_TO} elements to draw "
-            f"legibly, got {n}; draw a small example, e.g. of a tensor made with "
-            f"torch.arange({_LAYOUT_UP_TO // 2}).view(...)"
+            f"legibly, got {rows * cols} elements over a storage of {n}; draw a small example, "
+            f"e.g. of a tensor made with torch.arange(12.0).view(3, 4)"
         )
-    storage = torch.as_strided(x, (n,), (1,), 0)
-    storage = storage.detach().cpu()
+    storage = torch.as_strided(x, (n,), (1,), 0).detach().cpu()
     values = x.detach().cpu()
-    cell = min(0.6, (_COLUMN_INCHES - 1.0) / max(cols, n))
+    width = max(cols, n)
+    cell = min(0.6, (_COLUMN_INCHES - 1.0) / width)
     fig, (top, bottom) = plt.subplots(
         2,
         1,
-        figsize=(max(cols, n) * cell + 1.0, rows * cell + 2.2),
+        figsize=(width * cell + 1.0, rows * cell + 2.2),
         gridspec_kw={"height_ratios": [rows, 1.3]},
         layout="constrained",
     )
-    for i in range(rows):
-        for j in range(cols):
-            index = offset + i * row_stride + j * col_stride
-            top.add_patch(
-                plt.Rectangle(
-                    (j, rows - 1 - i),
-                    1,
-                    1,
-                    fill=True,
-                    facecolor=plt.cm.tab20(index % 20),
-                    alpha=0.45,
-                    edgecolor="black",
-                )
-            )
-            top.text(
-                j + 0.5,
-                rows - 1 - i + 0.6,
-                f"{values[i, j].item():g}",
-                ha="center",
-                va="center",
-                fontsize=9,
-            )
-            top.text(
-                j + 0.5,
-                rows - 1 - i + 0.25,
-                f"[{index}]",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="black",
-            )
-    top.set_xlim(0, max(cols, n))
-    top.set_ylim(0, rows)
-    top.set_aspect("equal")
-    top.axis("off")
-    top.set_title(
-        (f"{title}\n" if title else "")
-        + f"shape {tuple(x.shape)}, stride {tuple(x.stride())}, "
-        + ("contiguous" if x.is_contiguous() else "not contiguous")
-    )
-    for k in range(n):
-        bottom.add_patch(
-            plt.Rectangle(
-                (k, 0), 1, 1, facecolor=plt.cm.tab20(k % 20), alpha=0.45, edgecolor="black"
-            )
+    try:
+        for i in range(rows):
+            for j in range(cols):
+                index = offset + i * row_stride + j * col_stride
+                _draw_cell(top, j, rows - 1 - i, values[i, j].item(), index, colour=index)
+        for k in range(n):
+            _draw_cell(bottom, k, 0, storage[k].item(), k, colour=k)
+        for ax, height in ((top, rows), (bottom, 1)):
+            ax.set_xlim(0, width)
+            ax.set_ylim(0, height)
+            ax.set_aspect("equal")
+            ax.axis("off")
+        top.set_title(
+            (f"{title}\n" if title else "")
+            + f"shape {tuple(x.shape)}, stride {tuple(x.stride())}, "
+            + ("contiguous" if x.is_contiguous() else "not contiguous")
         )
-        bottom.text(k + 0.5, 0.6, f"{storage[k].item():g}", ha="center", va="center", fontsize=9)
-        bottom.text(k + 0.5, 0.25, f"[{k}]", ha="center", va="center", fontsize=7, color="black")
-    bottom.set_xlim(0, max(cols, n))
-    bottom.set_ylim(0, 1)
-    bottom.set_aspect("equal")
-    bottom.axis("off")
-    bottom.set_title("storage (one flat block of memory)", fontsize=9)
+        bottom.set_title("storage (one flat block of memory)", fontsize=_FONT_PT + 1)
+    except Exception:
+        plt.close(fig)  # a failed call leaves no half-drawn figure behind
+        raise
     return fig
+
+
+def _draw_cell(ax: Axes, left: int, bottom: int, value: object, index: int, colour: int) -> None:
+    """One cell of a layout picture: its value above, its storage index below."""
+    ax.add_patch(
+        plt.Rectangle(
+            (left, bottom),
+            1,
+            1,
+            facecolor=plt.cm.tab20(colour % 20),
+            alpha=0.45,
+            edgecolor="black",
+        )
+    )
+    ax.text(left + 0.5, bottom + 0.64, f"{value:.3g}", ha="center", va="center", fontsize=_FONT_PT)
+    ax.text(left + 0.5, bottom + 0.27, f"[{index}]", ha="center", va="center", fontsize=_FONT_PT)
