@@ -11,6 +11,7 @@ module                    chapter
 ``multihead``             4. Multi-head attention
 ``word_vectors``          4. GloVe word vectors without torchtext
 ``layout``                5. Tensor layout: view, transpose, contiguous
+``scale``                 7. Attention at scale: KV cache, tiling, shared heads
 ``plotting``              figures for every chapter (imports matplotlib on first use)
 ========================  ==========================================================
 
@@ -28,6 +29,7 @@ from .causal import CausalAttention, CrossAttention, causal_mask
 from .device import pick_device
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
 from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper, WideMultiHeadAttention
+from .scale import GroupedQueryAttention, KVCache, tiled_attention
 from .simplified import (
     simplified_attention,
     simplified_attention_loop,
@@ -65,6 +67,8 @@ __all__ = [
     "CorruptDownloadError",
     "CrossAttention",
     "GloVe",
+    "GroupedQueryAttention",
+    "KVCache",
     "Layout",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
@@ -87,5 +91,6 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "split_heads",
+    "tiled_attention",
     "toy_sentence",
 ]
