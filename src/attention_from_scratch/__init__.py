@@ -29,7 +29,7 @@ from .causal import CausalAttention, CrossAttention, causal_mask
 from .device import pick_device
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
 from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper, WideMultiHeadAttention
-from .scale import GroupedQueryAttention, KVCache, tiled_attention
+from .scale import GroupedQueryAttention, KVCache, measure_peak_memory, tiled_attention
 from .simplified import (
     simplified_attention,
     simplified_attention_loop,
@@ -79,6 +79,7 @@ __all__ = [
     "causal_mask",
     "describe_layout",
     "load_glove",
+    "measure_peak_memory",
     "merge_heads",
     "pick_device",
     "plot_attention",

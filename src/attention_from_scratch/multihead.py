@@ -130,16 +130,27 @@ class _HeadedAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         kv_cache: KVCache | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        # Every input is checked here, once; the steps below use unchecked views.
-        x = check_tensor(
-            "x",
-            x,
-            ranks=(3,),
-            shape_names=("(b, t, d_in)",),
-            last_dim=self.d_in,
-            max_tokens=self.context_length,
-            like=self,
-        )
+        # Every input is checked here, once; the steps below use unchecked views. The common
+        # case is recognised with a few comparisons; anything else goes through the full
+        # check, which raises the precise error.
+        weight = self.W_query.weight
+        if not (
+            isinstance(x, torch.Tensor)
+            and x.dim() == 3
+            and x.shape[2] == self.d_in
+            and 0 < x.shape[1] <= self._context_length
+            and x.dtype == weight.dtype
+            and x.device == weight.device
+        ):
+            check_tensor(
+                "x",
+                x,
+                ranks=(3,),
+                shape_names=("(b, t, d_in)",),
+                last_dim=self.d_in,
+                max_tokens=self.context_length,
+                like=self,
+            )
         if return_weights is not False:
             return_weights = check_bool("return_weights", return_weights)
             if self._fused and return_weights:
@@ -211,26 +222,48 @@ class _HeadedAttention(nn.Module):
         """The fused path without cache or padding: one projection for q, k and v."""
         b, t, _ = x.shape
         h, h_kv, d_h = self.num_heads, self.num_kv_heads, self.head_dim
-        # One matmul instead of three: the weights are concatenated (a small copy, and
-        # autograd splits their gradient back); the state dict keeps the three layers.
-        weight = torch.cat((self.W_query.weight, self.W_key.weight, self.W_value.weight))
-        bias = self.W_query.bias
-        if bias is not None:
-            bias = torch.cat((bias, self.W_key.bias, self.W_value.bias))
+        weight, bias = self._packed_qkv()
         qkv = F.linear(x, weight, bias)  # (b, t, (h + 2 h_kv) d_h)
+        p = self.dropout.p if self.training else 0.0
         if h_kv == h:
             qkv = qkv.view(b, t, 3, h, d_h).permute(2, 0, 3, 1, 4)  # (3, b, h, t, d_h)
             queries, keys, values = qkv.unbind(0)  # each (b, h, t, d_h)
+            context = F.scaled_dot_product_attention(
+                queries, keys, values, dropout_p=p, is_causal=True
+            )  # (b, h, t, d_h)
         else:
             q, k, v = qkv.split((h * d_h, h_kv * d_h, h_kv * d_h), dim=-1)
             queries = q.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
             keys = k.view(b, t, h_kv, d_h).transpose(1, 2)  # (b, h_kv, t, d_h)
             values = v.view(b, t, h_kv, d_h).transpose(1, 2)  # (b, h_kv, t, d_h)
-        p = self.dropout.p if self.training else 0.0
-        context = F.scaled_dot_product_attention(
-            queries, keys, values, dropout_p=p, is_causal=True, enable_gqa=h_kv != h
-        )  # (b, h, t, d_h)
+            context = F.scaled_dot_product_attention(
+                queries, keys, values, dropout_p=p, is_causal=True, enable_gqa=True
+            )  # (b, h, t, d_h)
         return self.out_proj(context.transpose(1, 2).reshape(b, t, self.d_out))  # (b, t, d_out)
+
+    def _packed_qkv(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``W_query``, ``W_key`` and ``W_value`` stacked into one weight (and bias).
+
+        One matmul instead of three. Under autograd the concatenation is redone at every call
+        (a small copy; autograd splits its gradient back to the three layers). Without
+        gradients it is kept and reused until a weight changes: an optimizer step or
+        ``load_state_dict`` bumps the tensors' version counters, ``.to()`` moves their data.
+        """
+        layers = (self.W_query, self.W_key, self.W_value)
+        tensors = [layer.weight for layer in layers]
+        if layers[0].bias is not None:
+            tensors += [layer.bias for layer in layers]
+        if torch.is_grad_enabled():
+            weight = torch.cat(tensors[:3])  # ((h + 2 h_kv) d_h, d_in)
+            return weight, (torch.cat(tensors[3:]) if len(tensors) > 3 else None)
+        key = tuple((x.data_ptr(), x._version) for x in tensors)
+        cached = self.__dict__.get("_packed")
+        if cached is None or cached[0] != key:
+            weight = torch.cat(tensors[:3])  # ((h + 2 h_kv) d_h, d_in)
+            bias = torch.cat(tensors[3:]) if len(tensors) > 3 else None
+            cached = (key, weight, bias)
+            self.__dict__["_packed"] = cached
+        return cached[1], cached[2]
 
     def _check_cache(self, kv_cache: object, x: torch.Tensor) -> int:
         """Check a cache against this layer and the new tokens; return the cached length."""

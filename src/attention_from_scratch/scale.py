@@ -7,7 +7,13 @@ Dimension names used here: ``b`` batch, ``t`` new tokens (queries), ``s`` key/va
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+from typing import Any
+
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from ._checks import check_bool, check_positive_int
 from .multihead import _HeadedAttention
@@ -260,3 +266,69 @@ class GroupedQueryAttention(_HeadedAttention):
         super().__init__(
             d_in, d_out, context_length, dropout, num_heads, num_kv_heads, qkv_bias, fused
         )
+
+
+class _LiveTensors(TorchDispatchMode):
+    """Counts the bytes of the storages that operations create and that are still alive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: dict[int, int] = {}  # storage address -> live tensors using it
+        self.sizes: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
+
+    def _release(self, key: int) -> None:
+        self.refs[key] -= 1
+        if self.refs[key] == 0:
+            del self.refs[key]
+            self.current -= self.sizes.pop(key)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for x in tree_flatten(out)[0]:
+            if isinstance(x, torch.Tensor) and x.device.type != "meta":
+                storage = x.untyped_storage()
+                key = storage.data_ptr()
+                if key not in self.refs:
+                    # A view shares its base's storage, so it adds nothing.
+                    self.refs[key] = 0
+                    self.sizes[key] = storage.nbytes()
+                    self.current += storage.nbytes()
+                    self.peak = max(self.peak, self.current)
+                self.refs[key] += 1
+                weakref.finalize(x, self._release, key)
+        return out
+
+
+def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+    """The most bytes of tensor memory that ``fn()`` holds at once, beyond what existed before.
+
+    On CUDA this is ``torch.cuda.max_memory_allocated`` minus the memory allocated before the
+    call. Elsewhere every tensor that an operation creates during the call is counted while a
+    Python object still refers to its storage (a ``TorchDispatchMode``), which is exact and
+    repeatable for code written with tensor operations; scratch buffers that a single fused
+    kernel uses internally are not visible this way (they are small for the CPU kernels of
+    ``scaled_dot_product_attention``). Run ``fn`` under ``torch.no_grad()`` to leave autograd's
+    saved tensors out.
+
+    Args:
+        fn: the computation to measure, called once with no arguments.
+        device: where ``fn`` computes; ``"cuda"`` switches to the CUDA allocator's counters.
+
+    Returns:
+        The peak number of extra bytes.
+
+    Introduced in chapter 7.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    with _LiveTensors() as live:
+        fn()
+    return live.peak
