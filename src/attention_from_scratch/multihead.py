@@ -133,7 +133,7 @@ class _HeadedAttention(nn.Module):
         # Every input is checked here, once; the steps below use unchecked views. The common
         # case is recognised with a few comparisons; anything else goes through the full
         # check, which raises the precise error.
-        weight = self.W_query.weight
+        weight = self._modules["W_query"]._parameters["weight"]  # no __getattr__ detour
         if not (
             isinstance(x, torch.Tensor)
             and x.dim() == 3
@@ -249,10 +249,13 @@ class _HeadedAttention(nn.Module):
         gradients it is kept and reused until a weight changes: an optimizer step or
         ``load_state_dict`` bumps the tensors' version counters, ``.to()`` moves their data.
         """
-        layers = (self.W_query, self.W_key, self.W_value)
-        tensors = [layer.weight for layer in layers]
-        if layers[0].bias is not None:
-            tensors += [layer.bias for layer in layers]
+        # Read through the parameter dictionaries: nn.Module's attribute lookup costs about a
+        # microsecond each, which shows in a layer that takes tens of them on small inputs.
+        modules = self._modules
+        params = [modules[name]._parameters for name in ("W_query", "W_key", "W_value")]
+        tensors = [p["weight"] for p in params]
+        if params[0]["bias"] is not None:
+            tensors += [p["bias"] for p in params]
         if torch.is_grad_enabled():
             weight = torch.cat(tensors[:3])  # ((h + 2 h_kv) d_h, d_in)
             return weight, (torch.cat(tensors[3:]) if len(tensors) > 3 else None)
