@@ -21,6 +21,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -125,26 +126,26 @@ def compare_with_reference(
     )
 
 
+def explicit_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention written out: the (t, t) scores and weights exist in memory."""
+    t, d_h = q.shape[-2], q.shape[-1]
+    scores = (q * d_h**-0.5) @ k.transpose(2, 3)  # (b, h, t, t)
+    scores = scores.masked_fill(causal_mask(t, device=q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v  # (b, h, t, d_h)
+
+
 def memory_against_length(device: torch.device, lengths: tuple[int, ...]) -> None:
     b, h, d_h = 1, 4, 32
+    paths: tuple[Callable[..., torch.Tensor], ...] = (
+        explicit_causal,
+        partial(tiled_attention, block_size=64),
+        partial(F.scaled_dot_product_attention, is_causal=True),
+    )
     print(f"chapter 7, peak extra memory (b={b} h={h} d_h={d_h}, causal), in KiB:")
     for t in lengths:
         q, k, v = (torch.randn(b, h, t, d_h, device=device) for _ in range(3))
-        mask = causal_mask(t, device=device)
-
-        def explicit() -> torch.Tensor:
-            scores = (q * d_h**-0.5) @ k.transpose(2, 3)  # (b, h, t, t)
-            return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
-
         with torch.no_grad():
-            peaks = [
-                measure_peak_memory(fn, device) / 2**10
-                for fn in (
-                    explicit,
-                    lambda: tiled_attention(q, k, v, block_size=64),
-                    lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                )
-            ]
+            peaks = [measure_peak_memory(partial(fn, q, k, v), device) / 2**10 for fn in paths]
         print(
             f"  t={t:5d}: explicit {peaks[0]:8.0f}, tiled {peaks[1]:6.0f}, fused "
             f"{peaks[2]:5.0f}; explicit/tiled = {peaks[0] / peaks[1]:.1f}x"
