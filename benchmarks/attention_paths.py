@@ -4,9 +4,15 @@
 2. Chapter 4: MultiHeadAttention's explicit path vs its fused path
    (torch.nn.functional.scaled_dot_product_attention), forward + backward: time, and on CUDA
    the peak memory.
+3. Chapter 7: the fused path vs a lean reference (one packed qkv nn.Linear,
+   scaled_dot_product_attention, out_proj, nothing else), on the CPU at a small size and at
+   the benchmark shape (b=8, t=1024, d=768, h=12) in float32; on CUDA also bfloat16, forward
+   and forward + backward. A ratio of 1.00x means no overhead.
+4. Chapter 7: peak memory of the explicit, tiled and fused attention paths against t.
 
 Absolute times depend on the machine and on what else it is doing; the ratios, measured
-alternately in the same process, are what to compare. Run: python benchmarks/attention_paths.py
+alternately in the same process (medians of interleaved repetitions), are what to compare.
+Run: python benchmarks/attention_paths.py [--quick]
 """
 
 from __future__ import annotations
@@ -15,14 +21,20 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from attention_from_scratch import (
     MultiHeadAttention,
+    causal_mask,
+    measure_peak_memory,
     pick_device,
     simplified_attention,
     simplified_attention_loop,
+    tiled_attention,
 )
 
 
@@ -32,37 +44,124 @@ def _sync(device: torch.device) -> None:
 
 
 def interleaved_medians(
-    first: Callable[[], object], second: Callable[[], object], device: torch.device, repeats: int
+    first: Callable[[], object],
+    second: Callable[[], object],
+    device: torch.device,
+    repeats: int,
+    calls: int = 1,
 ) -> tuple[float, float]:
-    """Median seconds of each function, timed alternately so drifts affect both alike."""
-    first(), second()  # warm-up
+    """Median seconds per call of each function, timed alternately so drifts affect both."""
+    for _ in range(2):  # warm-up: allocator caches, kernel selection
+        first(), second()
     times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeats):
-        for fn, bucket in ((first, times[0]), (second, times[1])):
+    for i in range(repeats):
+        # Alternate which goes first, so neither always follows the other.
+        order = ((first, times[0]), (second, times[1]))
+        for fn, bucket in order if i % 2 == 0 else order[::-1]:
             _sync(device)
             start = time.perf_counter()
-            fn()
+            for _ in range(calls):
+                fn()
             _sync(device)
-            bucket.append(time.perf_counter() - start)
+            bucket.append((time.perf_counter() - start) / calls)
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-def peak_cuda_bytes(fn: Callable[[], object], device: torch.device) -> int:
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    before = torch.cuda.memory_allocated(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - before
+class LeanReference(nn.Module):
+    """The least a causal multi-head attention layer can do: one packed projection."""
+
+    def __init__(self, module: MultiHeadAttention) -> None:
+        super().__init__()
+        self.num_heads, self.d_out = module.num_heads, module.d_out
+        self.qkv = nn.Linear(module.d_in, 3 * module.d_out, bias=False)
+        self.proj = nn.Linear(module.d_out, module.d_out)
+        with torch.no_grad():
+            self.qkv.weight.copy_(
+                torch.cat((module.W_query.weight, module.W_key.weight, module.W_value.weight))
+            )
+            self.proj.load_state_dict(module.out_proj.state_dict())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        h, d_h = self.num_heads, self.d_out // self.num_heads
+        qkv = self.qkv(x).view(b, t, 3, h, d_h).permute(2, 0, 3, 1, 4)  # (3, b, h, t, d_h)
+        q, k, v = qkv.unbind(0)  # each (b, h, t, d_h)
+        context = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (b, h, t, d_h)
+        return self.proj(context.transpose(1, 2).reshape(b, t, self.d_out))  # (b, t, d_out)
+
+
+def compare_with_reference(
+    label: str,
+    shape: tuple[int, int, int, int],
+    device: torch.device,
+    dtype: torch.dtype,
+    repeats: int,
+    calls: int,
+    backward: bool,
+) -> None:
+    b, t, d, h = shape
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(d, d, t, 0.0, num_heads=h, fused=True)
+    lean = LeanReference(ours)
+    ours, lean = ours.to(device, dtype), lean.to(device, dtype)
+    x = torch.randn(b, t, d, device=device, dtype=dtype, requires_grad=backward)
+    with torch.no_grad():
+        diff = (ours(x) - lean(x)).abs().max().item()
+
+    def run(module: nn.Module) -> Callable[[], None]:
+        if backward:
+            return lambda: module(x).sum().backward()
+
+        def forward() -> None:
+            with torch.no_grad():
+                module(x)
+
+        return forward
+
+    t_ours, t_lean = interleaved_medians(run(ours), run(lean), device, repeats, calls)
+    kind = "fwd+bwd" if backward else "fwd"
+    print(
+        f"  {label} {kind}: fused {t_ours * 1e3:.3f} ms, reference {t_lean * 1e3:.3f} ms, "
+        f"fused/reference = {t_ours / t_lean:.2f}x (max |diff| {diff:.1e})"
+    )
+
+
+def explicit_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention written out: the (t, t) scores and weights exist in memory."""
+    t, d_h = q.shape[-2], q.shape[-1]
+    scores = (q * d_h**-0.5) @ k.transpose(2, 3)  # (b, h, t, t)
+    scores = scores.masked_fill(causal_mask(t, device=q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v  # (b, h, t, d_h)
+
+
+def memory_against_length(device: torch.device, lengths: tuple[int, ...]) -> None:
+    b, h, d_h = 1, 4, 32
+    paths: tuple[Callable[..., torch.Tensor], ...] = (
+        explicit_causal,
+        partial(tiled_attention, block_size=64),
+        partial(F.scaled_dot_product_attention, is_causal=True),
+    )
+    print(f"chapter 7, peak extra memory (b={b} h={h} d_h={d_h}, causal), in KiB:")
+    for t in lengths:
+        q, k, v = (torch.randn(b, h, t, d_h, device=device) for _ in range(3))
+        with torch.no_grad():
+            peaks = [measure_peak_memory(partial(fn, q, k, v), device) / 2**10 for fn in paths]
+        print(
+            f"  t={t:5d}: explicit {peaks[0]:8.0f}, tiled {peaks[1]:6.0f}, fused "
+            f"{peaks[2]:5.0f}; explicit/tiled = {peaks[0] / peaks[1]:.1f}x"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--quick", action="store_true", help="skip the benchmark shape on the CPU (slow there)"
+    )
     args = parser.parse_args()
     device = pick_device()
     torch.manual_seed(0)
-    print(f"device: {device}, torch {torch.__version__}")
+    print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     inputs = torch.rand(48, 16)  # (t, d): small enough for the loops
     loop, matrix = interleaved_medians(
@@ -99,12 +198,37 @@ def main() -> None:
     weights_bytes = b * h * t * t * x.element_size()
     print(f"  the explicit path stores (b, h, t, t) weights: {weights_bytes / 2**20:.0f} MiB")
     if device.type == "cuda":
-        m_explicit = peak_cuda_bytes(step(explicit), device)
-        m_fused = peak_cuda_bytes(step(fused), device)
+        m_explicit = measure_peak_memory(step(explicit), device)
+        m_fused = measure_peak_memory(step(fused), device)
         print(
             f"  peak extra CUDA memory: explicit {m_explicit / 2**20:.0f} MiB, fused "
             f"{m_fused / 2**20:.0f} MiB, explicit/fused = {m_explicit / m_fused:.1f}x"
         )
+
+    print("chapter 7, fused path vs lean reference (targets: <= 1.2x CPU, <= 1.15x CUDA bf16):")
+    cpu = torch.device("cpu")
+    small = (1, 8, 64, 4)
+    big = (8, 1024, 768, 12)
+    compare_with_reference("CPU fp32 b=1 t=8 d=64", small, cpu, torch.float32, 15, 200, False)
+    compare_with_reference("CPU fp32 b=1 t=8 d=64", small, cpu, torch.float32, 15, 100, True)
+    if not args.quick:
+        compare_with_reference("CPU fp32 b=8 t=1024 d=768", big, cpu, torch.float32, 5, 1, False)
+    if device.type == "cuda":
+        for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+            for backward in (False, True):
+                compare_with_reference(
+                    f"CUDA {name} b=8 t=1024 d=768",
+                    big,
+                    device,
+                    dtype,
+                    max(args.repeats, 15),
+                    10,
+                    backward,
+                )
+
+    memory_against_length(cpu, (256, 512, 1024, 2048))
+    if device.type == "cuda":
+        memory_against_length(device, (1024, 2048, 4096, 8192))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,14 @@ MODULE_CASES: dict[str, tuple[Callable[[], nn.Module], list[tuple[int, ...]]]] =
         [(2, 8, 5)],
     ),
     "WideMultiHeadAttention": (lambda: afs.WideMultiHeadAttention(5, num_heads=2), [(2, 6, 5)]),
+    "GroupedQueryAttention": (
+        lambda: afs.GroupedQueryAttention(5, 8, 8, 0.0, num_heads=4, num_kv_heads=2, qkv_bias=True),
+        [(2, 8, 5)],
+    ),
+    "GroupedQueryAttention-fused": (
+        lambda: afs.GroupedQueryAttention(5, 8, 8, 0.0, num_heads=4, num_kv_heads=1, fused=True),
+        [(2, 8, 5)],
+    ),
 }
 CASE_IDS = list(MODULE_CASES)
 
@@ -271,6 +279,88 @@ def test_fused_path_on_cuda_matches_explicit_in_half_precision(
         out_f = fused(x)
     assert out_f.dtype == dtype
     torch.testing.assert_close(out_f.float(), out_e.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
+def test_padding_and_cached_decoding_on_cuda_match_the_cpu(fused: bool) -> None:
+    torch.manual_seed(6)
+    module = afs.GroupedQueryAttention(8, 16, 16, 0.0, 4, num_kv_heads=2, fused=fused).eval()
+    x = randn(2, 10, 8, seed=6)
+    padding = torch.arange(10)[None, :] < torch.tensor([[0], [4]])  # left padding
+    on_gpu = copy.deepcopy(module).to("cuda")
+    with torch.no_grad():
+        expected = module(x, key_padding_mask=padding)
+        full = on_gpu(x.cuda(), key_padding_mask=padding.cuda())
+        cache = afs.KVCache()
+        steps = [
+            on_gpu(
+                x[:, i : i + 1].cuda(), key_padding_mask=padding[:, : i + 1].cuda(), kv_cache=cache
+            )
+            for i in range(10)
+        ]
+    assert cache.keys is not None and cache.keys.device.type == "cuda"
+    assert torch.isfinite(full).all()
+    torch.testing.assert_close(full.cpu(), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(torch.cat(steps, dim=1).cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cache_on_cuda_refuses_a_cpu_input() -> None:
+    module = afs.MultiHeadAttention(4, 4, 8, 0.0, num_heads=2)
+    cache = afs.KVCache()
+    with torch.no_grad():
+        copy.deepcopy(module).cuda()(torch.rand(1, 2, 4, device="cuda"), kv_cache=cache)
+        with pytest.raises(ValueError, match=r"kv_cache: expected tokens on the cache's device"):
+            module(torch.rand(1, 1, 4), kv_cache=cache)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_tiled_attention_on_cuda_matches_sdpa(dtype: torch.dtype) -> None:
+    q, k, v = (randn(2, 3, 100, 16, seed=i).to("cuda", dtype) for i in range(3))
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    result = afs.tiled_attention(q, k, v, block_size=32)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(result.float(), expected.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_tiled_attention_peak_cuda_memory_grows_linearly() -> None:
+    def peak(t: int) -> int:
+        q, k, v = (torch.randn(1, 4, t, 64, device="cuda") for _ in range(3))
+        with torch.no_grad():
+            return afs.measure_peak_memory(
+                lambda: afs.tiled_attention(q, k, v, block_size=128), "cuda"
+            )
+
+    small, large = peak(2048), peak(4096)
+    # The (t, t) scores would take 4 * t * t * 4 bytes: 64 MiB at t = 4096.
+    assert large < 4 * 4096 * 4096 * 4 / 8
+    assert large < 2.5 * small
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_padding_in_half_precision_on_cuda_stays_finite(dtype: torch.dtype) -> None:
+    torch.manual_seed(7)
+    explicit = afs.MultiHeadAttention(32, 64, 16, 0.0, num_heads=4).to("cuda", dtype).eval()
+    fused = copy.deepcopy(explicit)
+    fused.fused = True
+    x = randn(3, 16, 32, seed=7).to("cuda", dtype)
+    padding = torch.arange(16, device="cuda")[None, :] < torch.tensor(
+        [[0], [5], [15]], device="cuda"
+    )
+    with torch.no_grad():
+        out_e = explicit(x, key_padding_mask=padding)
+        out_f = fused(x, key_padding_mask=padding)
+    assert torch.isfinite(out_e).all() and torch.isfinite(out_f).all()
+    torch.testing.assert_close(out_f.float(), out_e.float(), rtol=5e-2, atol=5e-2)
 
 
 # ---------------------------------------------------------------------------------------------

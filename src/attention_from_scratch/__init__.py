@@ -13,6 +13,7 @@ module                    chapter
 ``layout``                5. Tensor layout: view, transpose, contiguous
 ``positions``             6. Position: learned, sinusoidal and rotary embeddings
 ``training``              6. A tiny causal model, synthetic tasks and a training loop
+``scale``                 7. Attention at scale: KV cache, tiling, shared heads
 ``plotting``              figures for every chapter (imports matplotlib on first use)
 ========================  ==========================================================
 
@@ -36,6 +37,7 @@ from .positions import (
     SinusoidalPositions,
     sinusoidal_positions,
 )
+from .scale import GroupedQueryAttention, KVCache, measure_peak_memory, tiled_attention
 from .simplified import (
     simplified_attention,
     simplified_attention_loop,
@@ -83,6 +85,8 @@ __all__ = [
     "CorruptDownloadError",
     "CrossAttention",
     "GloVe",
+    "GroupedQueryAttention",
+    "KVCache",
     "Layout",
     "LearnedPositions",
     "MultiHeadAttention",
@@ -102,6 +106,7 @@ __all__ = [
     "induction_task",
     "k_back_task",
     "load_glove",
+    "measure_peak_memory",
     "merge_heads",
     "pick_device",
     "plot_attention",
@@ -116,6 +121,7 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "split_heads",
+    "tiled_attention",
     "toy_sentence",
     "train",
 ]
