@@ -29,7 +29,7 @@ def markdown(path: Path) -> str:
     )
 
 
-def test_six_chapters_in_reading_order() -> None:
+def test_seven_chapters_in_reading_order() -> None:
     assert [path.stem for path in NOTEBOOKS] == [
         "01_simplified_attention",
         "02_trainable_qkv",
@@ -37,6 +37,7 @@ def test_six_chapters_in_reading_order() -> None:
         "04_multi_head_attention",
         "05_tensor_layout",
         "06_attention_that_learns",
+        "07_attention_at_scale",
     ]
 
 
