@@ -742,3 +742,121 @@ def test_fused_path_trains_every_projection() -> None:
     optimizer.step()
     for name, value in fused.state_dict().items():
         assert not torch.equal(value, before[name]), name
+
+
+# --- the KV cache in a whole model (chapter 6's TinyCausalModel) and greedy generation ---
+
+
+def tiny_model(seed: int = 0, **kwargs: object) -> afs.TinyCausalModel:
+    torch.manual_seed(seed)
+    options = {"num_layers": 2, "num_heads": 2, **kwargs}
+    return afs.TinyCausalModel(11, 16, 12, **options).eval()
+
+
+@FAST
+@given(
+    positions=st.sampled_from(["none", "learned", "sinusoidal"]),
+    extras=st.booleans(),
+    chunks=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    seed=st.integers(0, 2**16),
+)
+def test_model_with_caches_equals_one_full_pass(
+    positions: str, extras: bool, chunks: list[int], seed: int
+) -> None:
+    model = tiny_model(seed, positions=positions, mlp=extras, layer_norm=extras)
+    tokens = torch.randint(0, 11, (2, sum(chunks)), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        full = model(tokens)  # (b, t, V)
+        caches = [afs.KVCache() for _ in range(2)]
+        parts, start = [], 0
+        for size in chunks:  # the prompt in pieces, as a decoder feeds it
+            parts.append(model(tokens[:, start : start + size], kv_caches=caches))
+            start += size
+    assert all(cache.length == tokens.shape[1] for cache in caches)
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, **TOL)
+
+
+def test_model_weights_with_a_cache_cover_every_cached_key() -> None:
+    model = tiny_model()
+    tokens = torch.randint(0, 11, (1, 7), generator=torch.Generator().manual_seed(1))
+    caches = [afs.KVCache(), afs.KVCache()]
+    with torch.no_grad():
+        _, full_weights = model(tokens, return_weights=True)
+        model(tokens[:, :5], kv_caches=caches)
+        _, weights = model(tokens[:, 5:], return_weights=True, kv_caches=caches)
+    assert [w.shape for w in weights] == [(1, 2, 2, 7)] * 2  # (b, h, t, s + t)
+    for cached, full in zip(weights, full_weights, strict=True):
+        torch.testing.assert_close(cached, full[:, :, 5:], **TOL)
+
+
+@pytest.mark.parametrize(
+    ("caches", "error", "match"),
+    [
+        (lambda: afs.KVCache(), TypeError, "expected a list of 2 KVCache"),
+        (lambda: [afs.KVCache(), "cache"], TypeError, "expected a list of 2 KVCache"),
+        (lambda: [afs.KVCache()], ValueError, r"one KVCache per layer \(2\), got 1"),
+        (lambda: [afs.KVCache()] * 3, ValueError, r"one KVCache per layer \(2\), got 3"),
+    ],
+)
+def test_model_refuses_caches_that_do_not_fit(caches, error, match: str) -> None:
+    with pytest.raises(error, match=match):
+        tiny_model()(torch.zeros(1, 3, dtype=torch.long), kv_caches=caches())
+
+
+def test_model_refuses_caches_of_different_lengths_and_a_full_context() -> None:
+    model = tiny_model()
+    caches = [afs.KVCache(), afs.KVCache()]
+    with torch.no_grad():
+        model(torch.zeros(1, 10, dtype=torch.long), kv_caches=caches)
+        with pytest.raises(ValueError, match=r"context_length=12 tokens, got 10 cached \+ 3"):
+            model(torch.zeros(1, 3, dtype=torch.long), kv_caches=caches)
+        caches[1].reset()
+        with pytest.raises(ValueError, match=r"same tokens, got lengths \[0, 10\]"):
+            model(torch.zeros(1, 1, dtype=torch.long), kv_caches=caches)
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_generate_picks_the_argmax_of_a_full_pass_at_every_step(use_cache: bool) -> None:
+    model = tiny_model(3, positions="sinusoidal", mlp=True, layer_norm=True)
+    prompt = torch.randint(0, 11, (3, 4), generator=torch.Generator().manual_seed(4))
+    tokens, logits = afs.generate(model, prompt, 9, use_cache=use_cache)
+    assert tokens.shape == (3, 13) and logits.shape == (3, 9, 11)
+    assert torch.equal(tokens[:, :4], prompt)
+    with torch.no_grad():
+        for step in range(9):  # reference: the whole sequence so far, no cache
+            expected = model(tokens[:, : 4 + step])[:, -1]  # (b, V)
+            torch.testing.assert_close(logits[:, step], expected, **TOL)
+            assert torch.equal(tokens[:, 4 + step], expected.argmax(dim=-1))
+
+
+def test_generate_restores_training_mode_and_fills_the_context() -> None:
+    model = tiny_model(dropout=0.5).train()
+    tokens, _ = afs.generate(model, torch.zeros(2, 1, dtype=torch.long), 12)
+    assert model.training and tokens.shape == (2, 13)  # 12 tokens fed, 1 more predicted
+    again, _ = afs.generate(model, torch.zeros(2, 1, dtype=torch.long), 12)
+    assert torch.equal(tokens, again)  # eval mode inside: no dropout
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda m, p: afs.generate(nn.Linear(2, 2), p, 1),
+            TypeError,
+            "TinyCausalModel, got Linear",
+        ),
+        (lambda m, p: afs.generate(m, p.float(), 1), TypeError, "prompt: expected an integer"),
+        (
+            lambda m, p: afs.generate(m, p[0], 1),
+            ValueError,
+            r"prompt: expected a tensor of shape \(b, t\)",
+        ),
+        (lambda m, p: afs.generate(m, p, 0), ValueError, "new_tokens"),
+        (lambda m, p: afs.generate(m, p, 2.0), TypeError, "new_tokens"),
+        (lambda m, p: afs.generate(m, p, 11), ValueError, r"got 3 \+ 11 - 1 = 13; generate fewer"),
+        (lambda m, p: afs.generate(m, p, 1, use_cache="yes"), TypeError, "use_cache"),
+    ],
+)
+def test_generate_names_bad_arguments(call, error, match: str) -> None:
+    with pytest.raises(error, match=match):
+        call(tiny_model(), torch.zeros(1, 3, dtype=torch.long))

@@ -37,7 +37,13 @@ from .positions import (
     SinusoidalPositions,
     sinusoidal_positions,
 )
-from .scale import GroupedQueryAttention, KVCache, measure_peak_memory, tiled_attention
+from .scale import (
+    GroupedQueryAttention,
+    KVCache,
+    generate,
+    measure_peak_memory,
+    tiled_attention,
+)
 from .simplified import (
     simplified_attention,
     simplified_attention_loop,
@@ -102,6 +108,7 @@ __all__ = [
     "causal_mask",
     "describe_layout",
     "evaluate",
+    "generate",
     "induction_scores",
     "induction_task",
     "k_back_task",

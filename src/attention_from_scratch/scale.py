@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -17,6 +17,9 @@ from torch.utils._pytree import tree_flatten
 
 from ._checks import check_bool, check_positive_int
 from .multihead import _HeadedAttention
+
+if TYPE_CHECKING:
+    from .training import TinyCausalModel
 
 
 class KVCache:
@@ -332,3 +335,59 @@ def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "
     with _LiveTensors() as live:
         fn()
     return live.peak
+
+
+@torch.no_grad()
+def generate(
+    model: TinyCausalModel, prompt: torch.Tensor, new_tokens: int, *, use_cache: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy decoding: append the most likely next token ``new_tokens`` times.
+
+    Without a cache every step runs the model on the whole sequence so far, and the cost of a
+    step grows with its length. With ``use_cache=True`` the first step runs on the prompt and
+    fills one :class:`KVCache` per layer; every later step runs on the one token just
+    generated, whose query attends to the cached keys and values. Both give the same tokens.
+
+    Args:
+        model: a :class:`~attention_from_scratch.TinyCausalModel` (chapter 6), used in
+            ``eval`` mode for the call and restored afterwards.
+        prompt: ``(b, t)`` token ids on the model's device.
+        new_tokens: how many tokens to generate, ``n >= 1``; ``t + n - 1`` must not exceed
+            the model's ``context_length`` (the last token is never fed back).
+        use_cache: decode with a KV cache.
+
+    Returns:
+        ``(tokens, logits)``: the ``(b, t + n)`` prompt followed by the generated tokens, and
+        the ``(b, n, V)`` logits each generated token was chosen from.
+
+    Introduced in chapter 7.
+    """
+    from .training import TinyCausalModel, _check_tokens  # training imports this module
+
+    if not isinstance(model, TinyCausalModel):
+        raise TypeError(f"model: expected a TinyCausalModel, got {type(model).__name__}")
+    prompt = _check_tokens("prompt", prompt)
+    new_tokens = check_positive_int("new_tokens", new_tokens)
+    use_cache = check_bool("use_cache", use_cache)
+    longest = prompt.shape[1] + new_tokens - 1
+    if longest > model.context_length:
+        raise ValueError(
+            f"new_tokens: expected prompt length + new_tokens - 1 <= context_length="
+            f"{model.context_length}, got {prompt.shape[1]} + {new_tokens} - 1 = {longest}; "
+            "generate fewer tokens or use a shorter prompt"
+        )
+    was_training = model.training
+    model.eval()
+    try:
+        caches = [KVCache() for _ in model.attention] if use_cache else None
+        tokens, step_input, all_logits = prompt, prompt, []
+        for _ in range(new_tokens):
+            logits = model(step_input, kv_caches=caches)[:, -1]  # (b, V)
+            next_token = logits.argmax(dim=-1, keepdim=True)  # (b, 1)
+            tokens = torch.cat([tokens, next_token], dim=1)  # (b, t + 1)
+            all_logits.append(logits)
+            # With a cache only the new token goes in; without, the whole sequence again.
+            step_input = next_token if use_cache else tokens
+    finally:
+        model.train(was_training)
+    return tokens, torch.stack(all_logits, dim=1)  # (b, t + n), (b, n, V)

@@ -12,6 +12,7 @@ Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` model s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -23,6 +24,7 @@ from tqdm import tqdm
 from ._checks import check_bool, check_dropout, check_positive_int
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions, SinusoidalPositions
+from .scale import KVCache
 
 #: The target value of positions that are not scored (the default ``ignore_index`` of
 #: ``torch.nn.functional.cross_entropy``).
@@ -180,7 +182,7 @@ class TinyCausalModel(nn.Module):
         - Input: ``(b, t)`` token ids (``torch.long``) with ``t <= context_length``.
         - Output: ``(b, t, V)`` logits for the next token at every position; with
           ``return_weights=True`` also a list with the ``(b, h, t, t)`` attention weights of
-          every layer.
+          every layer (``(b, h, t, s + t)`` after ``s`` cached tokens).
 
     Introduced in chapter 6.
     """
@@ -239,14 +241,35 @@ class TinyCausalModel(nn.Module):
         self.head = nn.Linear(d_model, vocab_size)
 
     def forward(
-        self, tokens: torch.Tensor, return_weights: bool = False
+        self,
+        tokens: torch.Tensor,
+        return_weights: bool = False,
+        *,
+        kv_caches: Sequence[KVCache] | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        """Next-token logits for every position of ``tokens``.
+
+        Args:
+            tokens: ``(b, t)`` token ids.
+            return_weights: also return every layer's attention weights (explicit path).
+            kv_caches: one :class:`~attention_from_scratch.KVCache` per layer (chapter 7).
+                ``tokens`` are then the tokens after the ``s`` cached ones: their positions
+                start at ``s``, each layer appends their keys and values to its cache, and
+                the weights are ``(b, h, t, s + t)``.
+
+        Returns:
+            ``(b, t, V)`` logits, and with ``return_weights=True`` the list of weights.
+        """
         tokens = _check_tokens("tokens", tokens)
         return_weights = check_bool("return_weights", return_weights)
-        if tokens.shape[1] > self.context_length:
+        offset = 0
+        if kv_caches is not None:
+            offset = self._check_caches(kv_caches)
+        if offset + tokens.shape[1] > self.context_length:
+            cached = f"{offset} cached + " if kv_caches is not None else ""
             raise ValueError(
                 f"tokens: expected at most context_length={self.context_length} tokens, "
-                f"got {tokens.shape[1]}"
+                f"got {cached}{tokens.shape[1]}"
             )
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(
@@ -255,18 +278,44 @@ class TinyCausalModel(nn.Module):
             )
         x = self.embedding(tokens)  # (b, t, d)
         if self.positions is not None:
-            x = self.positions(x)  # (b, t, d)
+            x = self.positions(x, offset=offset)  # (b, t, d)
         all_weights = []
-        for attention, norm, mlp in zip(
-            self.attention, self.attention_norms, self.mlps, strict=True
+        for i, (attention, norm, mlp) in enumerate(
+            zip(self.attention, self.attention_norms, self.mlps, strict=True)
         ):
-            out, weights = attention(norm(x), return_weights=True)  # (b, t, d), (b, h, t, t)
+            cache = None if kv_caches is None else kv_caches[i]
+            if return_weights:
+                out, weights = attention(norm(x), True, kv_cache=cache)  # (b, h, t, s + t)
+                all_weights.append(weights)
+            else:
+                out = attention(norm(x), kv_cache=cache)  # (b, t, d)
             x = x + out
             if self.use_mlp:
                 x = x + mlp(x)
-            all_weights.append(weights)
         logits = self.head(self.final_norm(x))  # (b, t, V)
         return (logits, all_weights) if return_weights else logits
+
+    def _check_caches(self, kv_caches: object) -> int:
+        """The number of cached tokens, after checking there is one cache per layer."""
+        layers = len(self.attention)
+        if not isinstance(kv_caches, Sequence) or not all(
+            isinstance(cache, KVCache) for cache in kv_caches
+        ):
+            raise TypeError(
+                f"kv_caches: expected a list of {layers} KVCache objects, one per layer, "
+                f"got {type(kv_caches).__name__}"
+            )
+        if len(kv_caches) != layers:
+            raise ValueError(
+                f"kv_caches: expected one KVCache per layer ({layers}), got {len(kv_caches)}"
+            )
+        lengths = {cache.length for cache in kv_caches}
+        if len(lengths) != 1:
+            raise ValueError(
+                f"kv_caches: expected caches holding the same tokens, got lengths "
+                f"{sorted(cache.length for cache in kv_caches)}; reset them all"
+            )
+        return lengths.pop()
 
 
 @dataclass
