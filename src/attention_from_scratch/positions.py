@@ -35,6 +35,21 @@ def _check_offset(offset: object) -> int:
     return offset
 
 
+def _check_span(
+    x: object, offset: object, d: int, context_length: int
+) -> tuple[torch.Tensor, int, int]:
+    """Check the embeddings ``(b, t, d)`` and the first position; return them and the end."""
+    x = check_tensor("x", x, ranks=(3,), shape_names=("(b, t, d)",), last_dim=d, last_dim_name="d")
+    offset = _check_offset(offset)
+    end = offset + x.shape[1]
+    if end > context_length:
+        raise ValueError(
+            f"x: expected offset + t <= context_length={context_length}, "
+            f"got offset={offset} and t={x.shape[1]}"
+        )
+    return x, offset, end
+
+
 def sinusoidal_positions(num_positions: int, d: int, base: float = 10000.0) -> torch.Tensor:
     """Return the sinusoidal position encoding of Vaswani et al. (2017).
 
@@ -92,16 +107,7 @@ class LearnedPositions(nn.Module):
         self.table = nn.Embedding(context_length, d)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        x = check_tensor(
-            "x", x, ranks=(3,), shape_names=("(b, t, d)",), last_dim=self.d, last_dim_name="d"
-        )
-        offset = _check_offset(offset)
-        end = offset + x.shape[1]
-        if end > self.context_length:
-            raise ValueError(
-                f"x: expected offset + t <= context_length={self.context_length}, "
-                f"got offset={offset} and t={x.shape[1]}"
-            )
+        x, offset, end = _check_span(x, offset, self.d, self.context_length)
         positions = torch.arange(offset, end, device=x.device)  # (t,)
         return x + self.table(positions)  # (b, t, d) + (t, d)
 
@@ -136,16 +142,7 @@ class SinusoidalPositions(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        x = check_tensor(
-            "x", x, ranks=(3,), shape_names=("(b, t, d)",), last_dim=self.d, last_dim_name="d"
-        )
-        offset = _check_offset(offset)
-        end = offset + x.shape[1]
-        if end > self.context_length:
-            raise ValueError(
-                f"x: expected offset + t <= context_length={self.context_length}, "
-                f"got offset={offset} and t={x.shape[1]}"
-            )
+        x, offset, end = _check_span(x, offset, self.d, self.context_length)
         return x + self.table[offset:end].to(x.dtype)  # (b, t, d) + (t, d)
 
 
