@@ -218,6 +218,34 @@ def test_at_least_three_exercises_with_hidden_runnable_solutions(path: Path) -> 
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_exercise_has_one_check_cell_after_its_solution(path: Path) -> None:
+    # Learners, the student edition and the grader all find an exercise by its check
+    # cell, written-answer exercises included (their check says who reads the answer).
+    from attention_from_scratch.exercises import all_exercises
+
+    cells = read_notebook(path)["cells"]
+    checks: list[str] = []
+    open_solution = None
+    for cell in cells:
+        source = "".join(cell["source"])
+        start = re.match(r"```\{solution-start\} (\S+)", source)
+        if start:
+            open_solution = start.group(1)
+        elif "```{solution-end}" in source:
+            assert open_solution is not None
+            closed, open_solution = open_solution, None
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code" and "exercise-check" in tags:
+            label = re.fullmatch(r'(?:#.*\n)*check\("([^"]+)"\)\s*', source)
+            assert label, source
+            assert label.group(1) == closed, f"check cell for {label.group(1)} after {closed}"
+            checks.append(label.group(1))
+    exercises = re.findall(r"^:label: (\S+-ex-\S+)", markdown(path), re.MULTILINE)
+    assert checks == exercises
+    assert set(exercises) <= {exercise.label for exercise in all_exercises()}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_at_least_two_figures_with_alt_text_and_caption(path: Path) -> None:
     figures = [
         cell["metadata"]["mystnb"]
