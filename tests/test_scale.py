@@ -766,7 +766,7 @@ def test_model_with_caches_equals_one_full_pass(
     model = tiny_model(seed, positions=positions, mlp=extras, layer_norm=extras)
     tokens = torch.randint(0, 11, (2, sum(chunks)), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        full = model(tokens)  # (b, t, V)
+        full = model(tokens)  # (b, t, vocab)
         caches = [afs.KVCache() for _ in range(2)]
         parts, start = [], 0
         for size in chunks:  # the prompt in pieces, as a decoder feeds it
@@ -824,7 +824,7 @@ def test_generate_picks_the_argmax_of_a_full_pass_at_every_step(use_cache: bool)
     assert torch.equal(tokens[:, :4], prompt)
     with torch.no_grad():
         for step in range(9):  # reference: the whole sequence so far, no cache
-            expected = model(tokens[:, : 4 + step])[:, -1]  # (b, V)
+            expected = model(tokens[:, : 4 + step])[:, -1]  # (b, vocab)
             torch.testing.assert_close(logits[:, step], expected, **TOL)
             assert torch.equal(tokens[:, 4 + step], expected.argmax(dim=-1))
 

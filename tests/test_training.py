@@ -128,7 +128,7 @@ def test_evaluate_counts_only_scored_positions() -> None:
             self.dummy = torch.nn.Parameter(torch.zeros(1))
 
         def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.one_hot(tokens, 4).float()  # (b, t, V)
+            return torch.nn.functional.one_hot(tokens, 4).float()  # (b, t, vocab)
 
     inputs = torch.tensor([[0, 1, 2, 3]])
     targets = torch.tensor([[IGNORE_INDEX, 1, 0, IGNORE_INDEX]])

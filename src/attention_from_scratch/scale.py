@@ -2,7 +2,8 @@
 
 Dimension names used here: ``b`` batch, ``t`` new tokens (queries), ``s`` key/value tokens
 (cached ones included), ``h`` query heads, ``h_kv`` key/value heads, ``d_in`` input size,
-``d_out`` output size, ``d_h = d_out // h`` size of one head.
+``d_out`` output size, ``d_h = d_out // h`` size of one head, ``n`` generated tokens,
+``vocab`` vocabulary size.
 """
 
 from __future__ import annotations
@@ -358,7 +359,7 @@ def generate(
 
     Returns:
         ``(tokens, logits)``: the ``(b, t + n)`` prompt followed by the generated tokens, and
-        the ``(b, n, V)`` logits each generated token was chosen from.
+        the ``(b, n, vocab)`` logits each generated token was chosen from.
 
     Introduced in chapter 7.
     """
@@ -382,7 +383,7 @@ def generate(
         caches = [KVCache() for _ in model.attention] if use_cache else None
         tokens, step_input, all_logits = prompt, prompt, []
         for _ in range(new_tokens):
-            logits = model(step_input, kv_caches=caches)[:, -1]  # (b, V)
+            logits = model(step_input, kv_caches=caches)[:, -1]  # (b, vocab)
             next_token = logits.argmax(dim=-1, keepdim=True)  # (b, 1)
             tokens = torch.cat([tokens, next_token], dim=1)  # (b, t + 1)
             all_logits.append(logits)
@@ -390,4 +391,4 @@ def generate(
             step_input = next_token if use_cache else tokens
     finally:
         model.train(was_training)
-    return tokens, torch.stack(all_logits, dim=1)  # (b, t + n), (b, n, V)
+    return tokens, torch.stack(all_logits, dim=1)  # (b, t + n), (b, n, vocab)

@@ -7,7 +7,7 @@ to :data:`IGNORE_INDEX`, which ``torch.nn.functional.cross_entropy`` skips and w
 accuracy leaves out.
 
 Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` model size,
-``V`` vocabulary size.
+``vocab`` vocabulary size (written out, since ``V`` is the value matrix).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def k_back_task(
     Args:
         num_sequences: the number of sequences ``b``.
         num_tokens: the length ``t`` of each sequence; must be greater than ``k``.
-        vocab_size: the number of token ids ``V``; tokens are drawn uniformly from
-            ``0, ..., V - 1``.
+        vocab_size: the number of token ids, ``vocab``; tokens are drawn uniformly from
+            ``0, ..., vocab - 1``.
         k: how many places back the answer is (at least 1).
         seed: seeds a ``torch.Generator``: the same seed gives the same sequences; use another
             seed for held-out data.
@@ -113,7 +113,7 @@ def induction_task(
     Args:
         num_sequences: the number of sequences ``b``.
         num_tokens: the number of input tokens ``t``; must be greater than ``max_period``.
-        vocab_size: the number of token ids ``V``.
+        vocab_size: the number of token ids, ``vocab``.
         min_period: the shortest segment, at least 2.
         max_period: the longest segment, at most ``vocab_size``.
         seed: seeds a ``torch.Generator``; use another seed for held-out data.
@@ -147,7 +147,7 @@ def induction_task(
         )
     generator = torch.Generator().manual_seed(seed)
     # A random permutation of the vocabulary per sequence; its first n entries are distinct.
-    order = torch.rand(num_sequences, vocab_size, generator=generator).argsort(dim=1)  # (b, V)
+    order = torch.rand(num_sequences, vocab_size, generator=generator).argsort(dim=1)  # (b, vocab)
     periods = torch.randint(
         min_period, max_period + 1, (num_sequences, 1), generator=generator
     )  # (b, 1)
@@ -168,7 +168,7 @@ class TinyCausalModel(nn.Module):
     (pre-norm, as in GPT-2) and a final LayerNorm precedes the head.
 
     Args:
-        vocab_size: the number of token ids ``V``.
+        vocab_size: the number of token ids, ``vocab``.
         d_model: the model size ``d``.
         context_length: the longest sequence accepted.
         num_layers: the number of blocks.
@@ -180,7 +180,7 @@ class TinyCausalModel(nn.Module):
 
     Shape:
         - Input: ``(b, t)`` token ids (``torch.long``) with ``t <= context_length``.
-        - Output: ``(b, t, V)`` logits for the next token at every position; with
+        - Output: ``(b, t, vocab)`` logits for the next token at every position; with
           ``return_weights=True`` also a list with the ``(b, h, t, t)`` attention weights of
           every layer (``(b, h, t, s + t)`` after ``s`` cached tokens).
 
@@ -258,7 +258,7 @@ class TinyCausalModel(nn.Module):
                 the weights are ``(b, h, t, s + t)``.
 
         Returns:
-            ``(b, t, V)`` logits, and with ``return_weights=True`` the list of weights.
+            ``(b, t, vocab)`` logits, and with ``return_weights=True`` the list of weights.
         """
         tokens = _check_tokens("tokens", tokens)
         return_weights = check_bool("return_weights", return_weights)
@@ -292,7 +292,7 @@ class TinyCausalModel(nn.Module):
             x = x + out
             if self.use_mlp:
                 x = x + mlp(x)
-        logits = self.head(self.final_norm(x))  # (b, t, V)
+        logits = self.head(self.final_norm(x))  # (b, t, vocab)
         return (logits, all_weights) if return_weights else logits
 
     def _check_caches(self, kv_caches: object) -> int:
@@ -369,7 +369,7 @@ def train(
     shows the step, the loss and the accuracy; it disappears when training ends.
 
     Args:
-        model: a module mapping ``(b, t)`` token ids to ``(b, t, V)`` logits.
+        model: a module mapping ``(b, t)`` token ids to ``(b, t, vocab)`` logits.
         inputs: training inputs, ``(b, t)`` token ids.
         targets: training targets, ``(b, t)`` token ids or :data:`IGNORE_INDEX`.
         steps: the number of optimisation steps (batches).
@@ -411,7 +411,7 @@ def train(
             for batch_inputs, batch_targets in loader:
                 batch_inputs = batch_inputs.to(device)
                 batch_targets = batch_targets.to(device)
-                logits = model(batch_inputs)  # (b, t, V)
+                logits = model(batch_inputs)  # (b, t, vocab)
                 loss = F.cross_entropy(
                     logits.flatten(0, 1), batch_targets.flatten(), ignore_index=IGNORE_INDEX
                 )
@@ -446,7 +446,7 @@ def evaluate(
     device. Only positions whose target is not :data:`IGNORE_INDEX` count.
 
     Args:
-        model: a module mapping ``(b, t)`` token ids to ``(b, t, V)`` logits.
+        model: a module mapping ``(b, t)`` token ids to ``(b, t, vocab)`` logits.
         inputs: ``(b, t)`` token ids, e.g. held-out sequences.
         targets: ``(b, t)`` targets or :data:`IGNORE_INDEX`.
         batch_size: sequences per forward pass.
