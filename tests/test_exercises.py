@@ -31,6 +31,16 @@ def test_a_correct_answer_earns_every_point_and_says_so(capsys: pytest.CaptureFi
     assert "FAIL" not in out
 
 
+def test_a_single_passing_check_is_reported_in_the_singular(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    result = check("ch0-ex-total", {"total": 6.0})
+    out = capsys.readouterr().out
+    assert result.passed
+    assert "The check passes (1/1 points). Well done!" in out
+    assert "All 1 checks" not in out
+
+
 @pytest.mark.parametrize(
     ("namespace", "reason"),
     [

@@ -566,8 +566,12 @@ def format_result(result: ExerciseResult) -> str:
     if result.passed:
         lines.append(
             wrap.fill(
-                f"All {len(result.checks)} checks pass "
-                f"({_fmt(result.earned)}/{_fmt(result.possible)} points). Well done!"
+                (
+                    "The check passes "
+                    if len(result.checks) == 1
+                    else f"All {len(result.checks)} checks pass "
+                )
+                + f"({_fmt(result.earned)}/{_fmt(result.possible)} points). Well done!"
             )
         )
     else:
