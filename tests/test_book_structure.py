@@ -246,6 +246,15 @@ def test_every_exercise_has_one_check_cell_after_its_solution(path: Path) -> Non
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_training_cells_keep_their_progress_bar_off_the_page(path: Path) -> None:
+    # `train` draws a tqdm bar on stderr: useful in Jupyter, noise in the book.
+    for cell in code_cells(path):
+        source = "".join(cell["source"])
+        if re.search(r"(?<![\w.])train\(", source) and "progress=False" not in source:
+            assert "remove-stderr" in cell.get("metadata", {}).get("tags", []), source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_at_least_two_figures_with_alt_text_and_caption(path: Path) -> None:
     figures = [
         cell["metadata"]["mystnb"]

@@ -202,8 +202,9 @@ class _HeadedAttention(nn.Module):
             # Scaled before the product, as libraries do: q @ k.T can overflow fp16 (max
             # 65504) before a later division would bring it back into range.
             queries = queries * d_h**-0.5
-            # Query heads are grouped under their shared key/value head; broadcasting the
-            # key/value heads over the group copies nothing.
+            # Query heads are grouped under their shared key/value head, and the key/value
+            # heads broadcast over the group: no h-fold copy of the keys is kept (matmul may
+            # still expand one for the duration of the product).
             q = queries.reshape(b, h_kv, group, t, d_h)  # (b, h_kv, g, t, d_h)
             scores = q @ keys.unsqueeze(2).transpose(3, 4)  # (b, h_kv, g, t, s)
             scores = scores.reshape(b, h, t, s)  # (b, h, t, s)

@@ -107,7 +107,7 @@ which_path = Exercise(
     chapter=7,
     manual_points=2,
     rubric="1 point: the explicit path forms (b, h, t, t) weights in every layer, quadratic "
-    "in t (about 1 GB per head at 16 000 tokens in float32), kept for backward in training. "
+    "in t (about 1 GB per head at 16 000 tokens in float32), times the layers if all are kept. "
     "1 point: a workable alternative, e.g. keep the fused path and recompute the weights of "
     "one layer (or a slice of query rows) without gradients for the plot.",
 )
