@@ -54,6 +54,17 @@ def _check_tokens(name: str, tokens: object) -> torch.Tensor:
     return tokens
 
 
+def _check_inputs_and_targets(inputs: object, targets: object) -> tuple[torch.Tensor, torch.Tensor]:
+    inputs = _check_tokens("inputs", inputs)
+    targets = _check_tokens("targets", targets)
+    if inputs.shape != targets.shape:
+        raise ValueError(
+            f"targets: expected the shape of inputs {tuple(inputs.shape)}, "
+            f"got {tuple(targets.shape)}"
+        )
+    return inputs, targets
+
+
 def k_back_task(
     num_sequences: int, num_tokens: int, vocab_size: int, k: int, *, seed: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -387,13 +398,7 @@ def train(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    inputs = _check_tokens("inputs", inputs)
-    targets = _check_tokens("targets", targets)
-    if inputs.shape != targets.shape:
-        raise ValueError(
-            f"targets: expected the shape of inputs {tuple(inputs.shape)}, "
-            f"got {tuple(targets.shape)}"
-        )
+    inputs, targets = _check_inputs_and_targets(inputs, targets)
     steps = check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
     seed = _check_seed(seed)
@@ -456,13 +461,7 @@ def evaluate(
 
     Introduced in chapter 6.
     """
-    inputs = _check_tokens("inputs", inputs)
-    targets = _check_tokens("targets", targets)
-    if inputs.shape != targets.shape:
-        raise ValueError(
-            f"targets: expected the shape of inputs {tuple(inputs.shape)}, "
-            f"got {tuple(targets.shape)}"
-        )
+    inputs, targets = _check_inputs_and_targets(inputs, targets)
     batch_size = check_positive_int("batch_size", batch_size)
     device = _model_device(model)
     model.eval()
