@@ -430,6 +430,23 @@ def test_cache_overflow_past_context_length_is_refused_and_leaves_the_cache(
     assert cache.length == 6
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_cached_decoding_under_autocast_checks_the_dtype_of_the_cached_keys(
+    fused: bool,
+) -> None:
+    # Under autocast the input stays float32 while the projected keys are bfloat16: the
+    # cache must compare like with like, and decoding must equal one full pass.
+    module = small()
+    module.fused = fused
+    x = randn(1, 4, 4, seed=3)
+    cache = afs.KVCache()
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        steps = torch.cat([module(x[:, i : i + 1], kv_cache=cache) for i in range(4)], dim=1)
+        full = module(x)
+    assert cache.keys is not None and cache.keys.dtype == torch.bfloat16
+    assert torch.allclose(steps.float(), full.float(), atol=2e-2)
+
+
 def test_cache_batch_dtype_device_and_layer_mismatches_are_refused() -> None:
     module, cache = small(), afs.KVCache()
     module(randn(2, 2, 4, seed=0), kv_cache=cache)

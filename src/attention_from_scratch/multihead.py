@@ -173,6 +173,7 @@ class _HeadedAttention(nn.Module):
         keys = self.W_key(x).view(b, t, h_kv, d_h).transpose(1, 2)  # (b, h_kv, t, d_h)
         values = self.W_value(x).view(b, t, h_kv, d_h).transpose(1, 2)  # (b, h_kv, t, d_h)
         if kv_cache is not None:
+            kv_cache._check_dtype(keys.dtype)
             keys, values = kv_cache._append_unchecked(keys, values)  # (b, h_kv, s, d_h)
         s = past + t
 
@@ -283,7 +284,6 @@ class _HeadedAttention(nn.Module):
             num_kv_heads=self.num_kv_heads,
             head_dim=self.head_dim,
             device=x.device,
-            dtype=x.dtype,
         )
         past = kv_cache.length
         if past + t > self.context_length:

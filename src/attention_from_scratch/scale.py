@@ -80,7 +80,6 @@ class KVCache:
         num_kv_heads: int,
         head_dim: int,
         device: torch.device,
-        dtype: torch.dtype,
     ) -> None:
         """Raise if new keys of this kind cannot be appended to what is cached."""
         if self.keys is None:
@@ -101,7 +100,14 @@ class KVCache:
                 f"kv_cache: expected tokens on the cache's device {self.keys.device}, "
                 f"got {device}; reset the cache or move the input"
             )
-        if self.keys.dtype != dtype:
+
+    def _check_dtype(self, dtype: torch.dtype) -> None:
+        """Raise if new keys of ``dtype`` cannot join the cached ones.
+
+        Checked on the projected keys, not on the layer's input: under ``torch.autocast``
+        the two differ.
+        """
+        if self.keys is not None and self.keys.dtype != dtype:
             raise TypeError(
                 f"kv_cache: expected dtype {self.keys.dtype} like the cached keys, got "
                 f"{dtype}; reset the cache or convert the input"
