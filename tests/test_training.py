@@ -202,6 +202,24 @@ def test_head_scores_recognise_ideal_heads() -> None:
             ValueError,
             "targets: expected the shape",
         ),
+        (
+            lambda: train(
+                TinyCausalModel(5, 8, 4), *[torch.zeros(2, 3).long()] * 2, steps=1, lr="1e-3"
+            ),
+            TypeError,
+            "lr: expected a positive number, got str",
+        ),
+        (
+            lambda: train(
+                TinyCausalModel(5, 8, 4),
+                *[torch.zeros(2, 3).long()] * 2,
+                steps=1,
+                lr=float("inf"),
+            ),
+            ValueError,
+            "lr: expected a positive, finite number, got inf",
+        ),
+        (lambda: previous_token_scores(torch.zeros(2, 3, 3).long()), TypeError, "torch.int64"),
         (lambda: previous_token_scores(torch.zeros(2, 3, 3)), ValueError, "weights"),
         (
             lambda: induction_scores(torch.zeros(1, 1, 3, 3), torch.zeros(1, 4).long()),

@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 from tqdm import tqdm
 
-from ._checks import check_bool, check_dropout, check_positive_int
+from ._checks import check_bool, check_dropout, check_positive_float, check_positive_int
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions, SinusoidalPositions
 from .scale import KVCache
@@ -377,7 +377,7 @@ def train(
     Batches are drawn by a ``torch.utils.data.DataLoader`` in a seeded random order and moved
     to the model's device (CPU, CUDA or MPS). Positions whose target is
     :data:`IGNORE_INDEX` count neither in the loss nor in the accuracy. A ``tqdm`` progress bar
-    shows the step, the loss and the accuracy; it disappears when training ends.
+    shows the step and the loss; it disappears when training ends.
 
     Args:
         model: a module mapping ``(b, t)`` token ids to ``(b, t, vocab)`` logits.
@@ -403,8 +403,7 @@ def train(
     batch_size = check_positive_int("batch_size", batch_size)
     seed = _check_seed(seed)
     progress = check_bool("progress", progress)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-        raise ValueError(f"lr: expected a positive float, got {lr!r}")
+    lr = check_positive_float("lr", lr)
     device = _model_device(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     loader = _batches(inputs, targets, batch_size, seed)
@@ -480,10 +479,12 @@ def evaluate(
 
 
 def _check_weights(weights: object) -> torch.Tensor:
-    if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
+    if not isinstance(weights, torch.Tensor):
         raise TypeError(
             f"weights: expected a float tensor of shape (b, h, t, t), got {type(weights).__name__}"
         )
+    if not weights.is_floating_point():
+        raise TypeError(f"weights: expected a float tensor, got dtype {weights.dtype}")
     if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(
             f"weights: expected a tensor of shape (b, h, t, t), got {tuple(weights.shape)}"
