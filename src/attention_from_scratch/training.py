@@ -282,11 +282,13 @@ class TinyCausalModel(nn.Module):
                 f"tokens: expected at most context_length={self.context_length} tokens, "
                 f"got {cached}{tokens.shape[1]}"
             )
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
-            raise ValueError(
-                f"tokens: expected ids in 0..{self.vocab_size - 1}, "
-                f"got values from {tokens.min().item()} to {tokens.max().item()}"
-            )
+        if tokens.numel():
+            low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one sync
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(
+                    f"tokens: expected ids in 0..{self.vocab_size - 1}, "
+                    f"got values from {low} to {high}"
+                )
         x = self.embedding(tokens)  # (b, t, d)
         if self.positions is not None:
             x = self.positions(x, offset=offset)  # (b, t, d)
