@@ -225,7 +225,7 @@ def test_every_exercise_has_one_check_cell_after_its_solution(path: Path) -> Non
 
     cells = read_notebook(path)["cells"]
     checks: list[str] = []
-    open_solution = None
+    open_solution = closed = None
     for cell in cells:
         source = "".join(cell["source"])
         start = re.match(r"```\{solution-start\} (\S+)", source)

@@ -75,8 +75,8 @@ def _runs_on_the_toy_batch(module: torch.nn.Module, d_out: int) -> None:
 )
 def four_heads_with_a_multiple_of_four(keep_heads):
     module = answer_module(keep_heads)
-    assert module.num_heads == 4 and module.d_out % 4 == 0
     assert isinstance(module, MultiHeadAttention)
+    assert module.num_heads == 4 and module.d_out % 4 == 0
     _runs_on_the_toy_batch(module, module.d_out)
 
 
@@ -87,8 +87,8 @@ def four_heads_with_a_multiple_of_four(keep_heads):
 )
 def ten_outputs_with_a_divisor_of_ten(keep_d_out):
     module = answer_module(keep_d_out)
-    assert module.d_out == 10 and module.num_heads in (1, 2, 5, 10)
     assert isinstance(module, MultiHeadAttention)
+    assert module.d_out == 10 and module.num_heads in (1, 2, 5, 10)
     _runs_on_the_toy_batch(module, 10)
 
 
