@@ -15,6 +15,7 @@ module                    chapter
 ``training``              6. A tiny causal model, synthetic tasks and a training loop
 ``scale``                 7. Attention at scale: KV cache, tiling, shared heads
 ``plotting``              figures for every chapter (imports matplotlib on first use)
+``source``                the package's own source, shown in the chapters
 ========================  ==========================================================
 
 Dimension names, used in every docstring and shape comment: ``b`` batch, ``t`` tokens
@@ -50,6 +51,7 @@ from .simplified import (
     softmax_naive,
     softmax_stable,
 )
+from .source import SourceCode, show_source
 from .toy import TOY_TOKENS, toy_sentence
 from .trainable import SelfAttentionV1, SelfAttentionV2
 from .training import (
@@ -101,6 +103,7 @@ __all__ = [
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SinusoidalPositions",
+    "SourceCode",
     "TinyCausalModel",
     "TrainingHistory",
     "WideMultiHeadAttention",
@@ -122,6 +125,7 @@ __all__ = [
     "previous_token_scores",
     "read_word_vectors",
     "shares_storage",
+    "show_source",
     "simplified_attention",
     "simplified_attention_loop",
     "sinusoidal_positions",
