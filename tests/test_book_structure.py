@@ -300,3 +300,13 @@ def test_labels_are_unique_across_the_book() -> None:
             if "figure" in cell.get("metadata", {}).get("mystnb", {})
         ]
     assert len(labels) == len(set(labels))
+
+
+@pytest.mark.parametrize("name", sorted({name for names in SHOWN.values() for name in names}))
+def test_shown_source_fits_the_column(name: str) -> None:
+    import attention_from_scratch
+
+    shown = getattr(attention_from_scratch, name)
+    # The pages show the code without its docstring (help() shows that).
+    code = attention_from_scratch.show_source(shown, docstrings=False).code
+    assert [line for line in code.split("\n") if len(line) > 79] == []
