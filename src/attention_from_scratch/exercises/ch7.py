@@ -1,7 +1,8 @@
 """Checks for the exercises of chapter 7, "Attention at scale".
 
-Expected values are computed here from first principles (comparisons of positions, the size
-formula written out, ``torch.softmax``), never from a learner's code.
+Expected values are computed here from first principles (``torch.cat`` of what was appended,
+positions counted from the first real token, the softmax written out with ``math.exp``, one
+query head at a time with ``torch.softmax``), never from a learner's code or the package's.
 """
 
 from __future__ import annotations
@@ -12,38 +13,119 @@ import torch
 
 from ._core import Exercise, answer_tensor
 
-padding_mask = Exercise("ch7-ex-padding-mask", chapter=7)
+kv_cache = Exercise("ch7-ex-kv-cache", chapter=7)
 
 
-def _expected_padding() -> torch.Tensor:
-    lengths = (5, 3, 1)
-    return torch.tensor([[j >= n for j in range(5)] for n in lengths])  # (b, t)
+def cache_length(cache: object) -> int:
+    """A learner's cache length, whether ``length`` is a property or a method.
+
+    Introduced in chapter 7.
+    """
+    length = cache.length  # type: ignore[attr-defined]
+    length = length() if callable(length) else length
+    assert isinstance(length, int) and not isinstance(length, bool)
+    return length
 
 
-@padding_mask.check(
+def numbered_tokens(b: int, h_kv: int, s: int, d_h: int, start: float) -> torch.Tensor:
+    """``(b, h_kv, s, d_h)`` keys or values whose every entry is a different number.
+
+    Introduced in chapter 7.
+    """
+    count = b * h_kv * s * d_h
+    return torch.arange(start, start + count).reshape(b, h_kv, s, d_h)  # (b, h_kv, s, d_h)
+
+
+@kv_cache.check(
     points=1,
-    hint="`lengths_mask` must be a (3, 5) bool tensor, True at the padded positions: row n is "
-    "True from position lengths[n] on.",
+    hint="`PreallocatedKVCache(capacity).length` must be 0, then grow by the number of "
+    "tokens each `append` adds: keys have shape (b, h_kv, s, d_h), so the tokens are counted "
+    "on dimension 2.",
 )
-def lengths_mask_marks_padding(lengths_mask):
-    mask = answer_tensor(lengths_mask, (3, 5))
-    assert mask.dtype == torch.bool
-    assert torch.equal(mask, _expected_padding())
+def counts_the_cached_tokens(PreallocatedKVCache):
+    cache = PreallocatedKVCache(5)
+    assert cache_length(cache) == 0
+    cache.append(numbered_tokens(2, 3, 2, 4, 0), numbered_tokens(2, 3, 2, 4, 1000))
+    assert cache_length(cache) == 2
+    cache.append(numbered_tokens(2, 3, 1, 4, 100), numbered_tokens(2, 3, 1, 4, 2000))
+    assert cache_length(cache) == 3
 
 
-@padding_mask.check(
+@kv_cache.check(
     points=2,
-    hint="`combined_mask` must be a (3, 5, 5) bool tensor, True where j > i (the future) or "
-    "where key j is padding: combine the causal mask with lengths_mask[:, None, :].",
+    hint="`append(keys, values)` must write the new tokens after the cached ones and return "
+    "every key and value cached so far, the old tokens first; `read()` must return the same "
+    "pair.",
 )
-def combined_mask_hides_future_and_padding(combined_mask):
-    mask = answer_tensor(combined_mask, (3, 5, 5))
-    assert mask.dtype == torch.bool
-    padding = _expected_padding()
-    expected = torch.tensor(
-        [[[j > i or bool(padding[n, j]) for j in range(5)] for i in range(5)] for n in range(3)]
-    )
-    assert torch.equal(mask, expected)
+def returns_every_token_in_order(PreallocatedKVCache):
+    cache = PreallocatedKVCache(6)
+    keys = [numbered_tokens(1, 2, s, 3, 100 * i) for i, s in enumerate((3, 1, 1))]
+    values = [numbered_tokens(1, 2, s, 3, 5000 + 100 * i) for i, s in enumerate((3, 1, 1))]
+    for i in range(3):
+        all_keys, all_values = cache.append(keys[i], values[i])
+        expected_keys = torch.cat(keys[: i + 1], dim=2)  # (1, 2, s, 3)
+        expected_values = torch.cat(values[: i + 1], dim=2)  # (1, 2, s, 3)
+        assert torch.equal(answer_tensor(all_keys, tuple(expected_keys.shape)), expected_keys)
+        assert torch.equal(answer_tensor(all_values, tuple(expected_values.shape)), expected_values)
+    read_keys, read_values = cache.read()
+    assert torch.equal(answer_tensor(read_keys, (1, 2, 5, 3)), torch.cat(keys, dim=2))
+    assert torch.equal(answer_tensor(read_values, (1, 2, 5, 3)), torch.cat(values, dim=2))
+
+
+@kv_cache.check(
+    points=1,
+    hint="Allocate the (b, h_kv, capacity, d_h) buffers once, at the first `append`, and write "
+    "into them: `read()` must return views of the same memory after every `append` (no "
+    "torch.cat), and an `append` beyond the capacity must raise a ValueError.",
+)
+def writes_in_place_and_refuses_overflow(PreallocatedKVCache):
+    cache = PreallocatedKVCache(3)
+    cache.append(numbered_tokens(1, 1, 1, 2, 0), numbered_tokens(1, 1, 1, 2, 10))
+    first_keys, first_values = cache.read()
+    cache.append(numbered_tokens(1, 1, 2, 2, 20), numbered_tokens(1, 1, 2, 2, 30))
+    keys, values = cache.read()
+    assert isinstance(keys, torch.Tensor) and isinstance(first_keys, torch.Tensor)
+    assert keys.data_ptr() == first_keys.data_ptr()
+    assert values.data_ptr() == first_values.data_ptr()
+    try:
+        cache.append(numbered_tokens(1, 1, 1, 2, 40), numbered_tokens(1, 1, 1, 2, 50))
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a fourth token fitted into a capacity of 3")
+    assert cache_length(cache) == 3
+
+
+position_ids = Exercise("ch7-ex-position-ids", chapter=7)
+
+
+def positions_by_counting(padding_mask: list[list[bool]]) -> torch.Tensor:
+    """Position ids of a left-padded batch, counted token by token (the checks' reference).
+
+    Introduced in chapter 7.
+    """
+    rows = []
+    for row in padding_mask:
+        seen, ids = 0, []
+        for is_pad in row:
+            ids.append(0 if is_pad else seen)
+            seen += not is_pad
+        rows.append(ids)
+    return torch.tensor(rows)  # (b, t)
+
+
+@position_ids.check(
+    points=2,
+    hint="`shifted_positions(padding_mask)` must return a (b, t) integer tensor: 0 at the "
+    "padding, then 0, 1, 2, ... from each row's first real token (e.g. with a cumulative "
+    "sum of the real tokens).",
+)
+def counts_from_the_first_real_token(shifted_positions):
+    mask = [[True, True, False, False, False], [False] * 5, [True] * 4 + [False]]
+    result = shifted_positions(torch.tensor(mask))
+    result = answer_tensor(result, (3, 5))
+    assert not result.is_floating_point() and result.dtype != torch.bool
+    assert torch.equal(result.long(), positions_by_counting(mask))
 
 
 online_softmax = Exercise("ch7-ex-online-softmax", chapter=7)
@@ -78,28 +160,68 @@ def stays_finite_for_large_scores(online_softmax):
     )
 
 
-cache_bytes = Exercise("ch7-ex-cache-bytes", chapter=7)
-
-# 2 tensors (keys, values) x layers x heads x tokens x d_h x bytes per number.
-_MHA_BYTES = 2 * 32 * 32 * 4096 * 128 * 2  # 2 GiB
-
-
-@cache_bytes.check(
+@online_softmax.check(
     points=1,
-    hint="Keys and values: 2 x 32 layers x 32 heads x 4096 tokens x 128 numbers x 2 bytes.",
+    hint="A first block of masked scores (-inf, as left padding gives) leaves the maximum at "
+    "-inf, and exp(-inf - (-inf)) is NaN: subtract 0 instead while the maximum is -inf. "
+    "[-inf, 1, 2] with block_size=1 must give [0, 0.2689, 0.7311].",
 )
-def multi_head_cache(mha_cache_bytes):
-    assert int(mha_cache_bytes) == mha_cache_bytes == _MHA_BYTES
+def survives_a_masked_first_block(online_softmax):
+    scores = torch.tensor([float("-inf"), 1.0, 2.0])
+    result = online_softmax(scores.clone(), 1)
+    assert isinstance(result, torch.Tensor) and result.shape == (3,)
+    assert not result.isnan().any()
+    expected = [0.0, 1 / (1 + math.e), math.e / (1 + math.e)]
+    torch.testing.assert_close(
+        result.double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-5, atol=1e-7
+    )
 
 
-@cache_bytes.check(
-    points=1,
-    hint="Only the key/value heads are cached: 8 of them make the cache 32 / 8 = 4 times "
-    "smaller, one makes it 32 times smaller.",
+group_heads = Exercise("ch7-ex-group-heads", chapter=7)
+
+
+def grouped_by_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal grouped-query attention, one query head at a time (the checks' reference).
+
+    Query head ``i`` reads key/value head ``i // g``. Introduced in chapter 7.
+    """
+    h, t, d_h = q.shape[1], q.shape[2], q.shape[3]
+    g = h // k.shape[1]
+    future = torch.ones(t, t, dtype=torch.bool).triu(1)  # (t, t)
+    heads = []
+    for i in range(h):
+        scores = q[:, i] @ k[:, i // g].transpose(1, 2) / math.sqrt(d_h)  # (b, t, t)
+        weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        heads.append(weights @ v[:, i // g])  # (b, t, d_h)
+    return torch.stack(heads, dim=1)  # (b, h, t, d_h)
+
+
+def grouped_inputs(
+    b: int, h: int, h_kv: int, t: int, d_h: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random float64 queries ``(b, h, t, d_h)`` and keys, values ``(b, h_kv, t, d_h)``.
+
+    Introduced in chapter 7.
+    """
+    generator = torch.Generator().manual_seed(7)
+    q = torch.randn(b, h, t, d_h, generator=generator, dtype=torch.float64)
+    k = torch.randn(b, h_kv, t, d_h, generator=generator, dtype=torch.float64)
+    v = torch.randn(b, h_kv, t, d_h, generator=generator, dtype=torch.float64)
+    return q, k, v
+
+
+@group_heads.check(
+    points=2,
+    hint="`folded_attention(q, k, v)` must return (b, h, t, d_h) causal attention in which "
+    "query head i reads key/value head i // g, g = h // h_kv: reshape the queries to "
+    "(b, h_kv, g * t, d_h), where row r is query r % t, and mask key j for row r when "
+    "j > r % t.",
 )
-def grouped_and_multi_query_caches(gqa_cache_bytes, mqa_cache_bytes):
-    assert int(gqa_cache_bytes) == gqa_cache_bytes == _MHA_BYTES // 4
-    assert int(mqa_cache_bytes) == mqa_cache_bytes == _MHA_BYTES // 32
+def matches_one_head_at_a_time(folded_attention):
+    for h_kv in (2, 1):
+        q, k, v = grouped_inputs(1, 4, h_kv, 5, 3)
+        result = answer_tensor(folded_attention(q, k, v), (1, 4, 5, 3))
+        torch.testing.assert_close(result.double(), grouped_by_heads(q, k, v))
 
 
 which_path = Exercise(
@@ -107,7 +229,9 @@ which_path = Exercise(
     chapter=7,
     manual_points=2,
     rubric="1 point: the explicit path forms (b, h, t, t) weights in every layer, quadratic "
-    "in t (about 1 GB per head at 16 000 tokens in float32), times the layers if all are kept. "
-    "1 point: a workable alternative, e.g. keep the fused path and recompute the weights of "
-    "one layer (or a slice of query rows) without gradients for the plot.",
+    "in t (about 1 GB per head at 16 000 tokens in float32), and even one layer switched to "
+    "the explicit path forms them for all its heads and rows. 1 point: a workable "
+    "alternative that never forms a (t, t) matrix, e.g. keep the fused path and, under "
+    "torch.no_grad(), recompute the weights of the heads and the few query rows to plot "
+    "from that layer's queries and keys (a (rows, t) slice per head).",
 )
