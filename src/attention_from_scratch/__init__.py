@@ -39,6 +39,8 @@ from .positions import (
     sinusoidal_positions,
 )
 from .scale import (
+    CachedAttention,
+    CachedCausalModel,
     GroupedQueryAttention,
     KVCache,
     generate,
@@ -89,6 +91,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "TOY_TOKENS",
+    "CachedAttention",
+    "CachedCausalModel",
     "CausalAttention",
     "CorruptDownloadError",
     "CrossAttention",
