@@ -151,15 +151,15 @@ def check_input(x: object, d_in: int, max_tokens: int, like: torch.Tensor) -> to
 
 
 def check_return_weights(value: object, fused: bool) -> bool:
-    """Return ``value`` if it is a bool, and refuse ``True`` on a fused path, which never
-    forms the weight matrix."""
+    """Return ``value`` if it is a bool, and refuse ``True`` on a fused path, which does
+    not return the weight matrix."""
     if value is False:
         return False
     value = check_bool("return_weights", value)
     if fused and value:
         raise ValueError(
-            "return_weights: expected False on the fused path, which never forms the "
-            "weight matrix, got True; set module.fused = False to get the weights"
+            "return_weights: expected False on the fused path, which does not return "
+            "the weight matrix, got True; set module.fused = False to get the weights"
         )
     return value
 

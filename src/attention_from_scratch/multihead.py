@@ -121,8 +121,10 @@ class MultiHeadAttention(nn.Module):
       before ``q @ k.T``, which keeps float16 scores finite; chapter 7
       explains why);
     - fused (``fused=True``): ``torch.nn.functional.
-      scaled_dot_product_attention``, which can use FlashAttention-style
-      kernels and never stores the ``(t, t)`` weight matrix; the three
+      scaled_dot_product_attention``, which runs a fused kernel where one
+      accepts the call (FlashAttention-style, holding one tile of the
+      ``(t, t)`` matrix at a time) and otherwise a fallback that forms the
+      matrix (chapter 7 measures both); the three
       projections run as one matmul (:func:`packed_linear`). It cannot
       return weights.
 
