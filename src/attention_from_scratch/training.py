@@ -201,8 +201,8 @@ class TinyCausalModel(nn.Module):
     Introduced in chapter 6.
     """
 
-    #: The attention layer of every block, built as ``attention_class(d, d, context_length,
-    #: dropout, num_heads)``.
+    #: The attention layer of every block, built as
+    #: ``attention_class(d, d, context_length, dropout, num_heads)``.
     attention_class: ClassVar[type[MultiHeadAttention]] = MultiHeadAttention
 
     def __init__(
@@ -221,14 +221,16 @@ class TinyCausalModel(nn.Module):
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
-        self.context_length = check_positive_int("context_length", context_length)
+        context_length = check_positive_int("context_length", context_length)
+        self.context_length = context_length
         check_positive_int("num_layers", num_layers)
         check_positive_int("num_heads", num_heads)
         mlp = check_bool("mlp", mlp)
         layer_norm = check_bool("layer_norm", layer_norm)
         dropout = check_dropout(dropout)
         if positions not in POSITION_KINDS:
-            raise ValueError(f"positions: expected one of {POSITION_KINDS}, got {positions!r}")
+            expected = f"expected one of {POSITION_KINDS}"
+            raise ValueError(f"positions: {expected}, got {positions!r}")
         self.positions_kind = positions
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positions: nn.Module | None = None
@@ -236,12 +238,14 @@ class TinyCausalModel(nn.Module):
             self.positions = LearnedPositions(context_length, d_model)
         elif positions == "sinusoidal":
             self.positions = SinusoidalPositions(context_length, d_model)
+        d = d_model
         self.attention = nn.ModuleList(
-            self.attention_class(d_model, d_model, context_length, dropout, num_heads)
+            self.attention_class(d, d, context_length, dropout, num_heads)
             for _ in range(num_layers)
         )
         self.attention_norms = nn.ModuleList(
-            nn.LayerNorm(d_model) if layer_norm else nn.Identity() for _ in range(num_layers)
+            nn.LayerNorm(d) if layer_norm else nn.Identity()
+            for _ in range(num_layers)  # one per block
         )
         self.mlps = nn.ModuleList(
             nn.Sequential(
@@ -255,7 +259,7 @@ class TinyCausalModel(nn.Module):
             for _ in range(num_layers)
         )
         self.use_mlp = mlp
-        self.final_norm = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+        self.final_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
 
     def forward(
@@ -295,11 +299,12 @@ class TinyCausalModel(nn.Module):
         if offset + t > self.context_length:
             before = f"{offset} earlier + " if offset else ""
             raise ValueError(
-                f"tokens: expected at most context_length={self.context_length} tokens, "
-                f"got {before}{t}"
+                "tokens: expected at most context_length="
+                f"{self.context_length} tokens, got {before}{t}"
             )
         if tokens.numel():
-            low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one sync
+            # One pass over the ids and one synchronisation, for both ends.
+            low, high = (int(v) for v in torch.aminmax(tokens))
             if low < 0 or high >= self.vocab_size:
                 raise ValueError(
                     f"tokens: expected ids in 0..{self.vocab_size - 1}, "
@@ -311,7 +316,11 @@ class TinyCausalModel(nn.Module):
         return x
 
     def block(
-        self, i: int, x: torch.Tensor, return_weights: bool = False, **attention_options: object
+        self,
+        i: int,
+        x: torch.Tensor,
+        return_weights: bool = False,
+        **attention_options: object,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Block ``i``: ``x + attention(norm(x))``, then, with ``mlp=True``, ``x + mlp(x)``.
 
@@ -325,15 +334,16 @@ class TinyCausalModel(nn.Module):
             ``(x, weights)``: the ``(b, t, d)`` output and the ``(b, h, t, t)`` weights, or
             ``None`` without ``return_weights``.
         """
-        attention, norm, mlp = self.attention[i], self.attention_norms[i], self.mlps[i]
+        attention, norm = self.attention[i], self.attention_norms[i]
+        options = attention_options
         weights = None
         if return_weights:
-            out, weights = attention(norm(x), True, **attention_options)  # (b, t, d)
+            out, weights = attention(norm(x), True, **options)  # (b, t, d)
         else:
-            out = attention(norm(x), **attention_options)  # (b, t, d)
+            out = attention(norm(x), **options)  # (b, t, d)
         x = x + out
         if self.use_mlp:
-            x = x + mlp(x)
+            x = x + self.mlps[i](x)  # (b, t, d)
         return x, weights
 
 
