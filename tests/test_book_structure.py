@@ -196,6 +196,12 @@ def test_imports_the_package_picks_a_device_and_seeds(path: Path) -> None:
 SHOWN = {
     "02_trainable_qkv": ["SelfAttentionV1", "SelfAttentionV2"],
     "03_causal_attention": ["CausalAttention", "CrossAttention"],
+    "07_attention_at_scale": [
+        "KVCache",
+        "tiled_attention",
+        "TiledAttention",
+        "GroupedQueryAttention",
+    ],
 }
 
 
