@@ -17,7 +17,6 @@ import pickle
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -1102,7 +1101,6 @@ def test_a_read_only_cache_serves_the_vectors_with_one_notice(dead_url: str, con
     # What the child would import lazily, imported now: it may not be able to read it.
     import requests  # noqa: F401
 
-    wv._import_pooch()
     folder = Path(tempfile.mkdtemp(prefix="read-only-cache-"))
     try:
         body = gzip.compress(("3 50\n" + stanford_rows()).encode("utf-8"), mtime=0)
@@ -1316,37 +1314,56 @@ def test_a_killed_download_leaves_a_temporary_file_that_the_next_call_removes(
     assert listing(tmp_path) == ["vectors.gz"]
 
 
-def _temporary_name(file_name: str, host: str, pid: int) -> str:
-    return f".{file_name}.{host}.{pid}.0123abcd.part"
+def _slow_download(
+    context: Any, server: LocalServer, folder: Path, route: str, file_name: str
+) -> tuple[Any, str]:
+    """Start, in a child process, a download of ``file_name`` that the server trickles; return
+    the child and the name of the one temporary file it made, once the server has sent bytes."""
+    before = set(listing(folder))
+    url = server.serve(route, PAYLOAD, trickle=0.01)
+    source = VectorSource(url, file_name, md5_of(PAYLOAD), len(PAYLOAD))
+    child = context.Process(target=_download_in_child, args=(source, str(folder)))
+    child.start()
+    give_up = time.monotonic() + 30
+    while not (set(listing(folder)) - before and server.sent[f"/{route}"] >= 10):
+        assert child.is_alive() and time.monotonic() < give_up, "the child never downloaded"
+        time.sleep(0.02)
+    (name,) = set(listing(folder)) - before
+    return child, name
 
 
 def test_temporary_files_are_removed_only_when_their_writer_is_gone(
     tmp_path: Path, server: LocalServer
 ) -> None:
-    source = served_source(server, "vectors.gz", PAYLOAD)
-    host = wv._host()
-    finished = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    dead_pid = int(finished.stdout)
-    hour_ago = time.time() - 2 * 3600
-    names = {
-        "dead-here": _temporary_name("vectors.gz", host, dead_pid),
-        "alive-here": _temporary_name("vectors.gz", host, os.getpid()),
-        "elsewhere-recent": _temporary_name("vectors.gz", "another-machine", 12345),
-        "elsewhere-idle": _temporary_name("vectors.gz", "another-machine", 12346),
-        "other-file": _temporary_name("other.gz", host, dead_pid),
-        "not-ours": "tmpabcd1234",
-    }
-    for name in names.values():
-        (tmp_path / name).write_bytes(b"partial")
-    os.utime(tmp_path / names["elsewhere-idle"], (hour_ago, hour_ago))
-    download(source, tmp_path, progress=False)
-    kept = {key for key, name in names.items() if (tmp_path / name).exists()}
-    assert kept == {"alive-here", "elsewhere-recent", "other-file", "not-ours"}
+    # Real writers: child processes downloading from a server that trickles, two of them
+    # killed, one still running, then a download in this process, which sweeps the folder.
+    context = fork_context()
+    (tmp_path / "tmpabcd1234").write_bytes(b"partial")  # not the loader's
+    children: dict[str, tuple[Any, str]] = {}
+    try:
+        children["other-file"] = _slow_download(context, server, tmp_path, "o.gz", "other.gz")
+        children["dead-here"] = _slow_download(context, server, tmp_path, "d.gz", "vectors.gz")
+        children["alive-here"] = _slow_download(context, server, tmp_path, "a.gz", "vectors.gz")
+        for key in ["other-file", "dead-here"]:
+            os.kill(children[key][0].pid, signal.SIGKILL)
+            children[key][0].join(timeout=30)
+        fast = VectorSource(server.serve("fast.gz", PAYLOAD), "vectors.gz", md5_of(PAYLOAD), 3072)
+        assert download(fast, tmp_path, progress=False).read_bytes() == PAYLOAD
+        kept = {key for key, (_, name) in children.items() if (tmp_path / name).exists()}
+        assert kept == {"alive-here", "other-file"}
+        assert (tmp_path / "tmpabcd1234").exists()
+        # Once its writer is gone, the file of the writer that was alive goes too.
+        os.kill(children["alive-here"][0].pid, signal.SIGKILL)
+        children["alive-here"][0].join(timeout=30)
+        (tmp_path / "vectors.gz").unlink()
+        assert download(fast, tmp_path, progress=False).read_bytes() == PAYLOAD
+        expected = {children["other-file"][1], "tmpabcd1234", "vectors.gz"}
+        assert set(listing(tmp_path)) == expected
+    finally:
+        for child, _ in children.values():
+            if child.is_alive():
+                child.kill()
+            child.join(timeout=30)
 
 
 def test_an_old_fixed_name_part_file_of_the_parsed_copy_is_removed(tmp_path: Path) -> None:
