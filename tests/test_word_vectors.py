@@ -14,6 +14,7 @@ import io
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
 import signal
 import socket
@@ -1585,6 +1586,32 @@ def test_offline_rejects_other_values_with_a_clear_error(
     # Not a reason to fall back to the stand-in: the setting itself is wrong.
     with pytest.raises(ValueError, match=rf"^{OFFLINE_ENV}: expected .*got {value!r}"):
         load_glove(50, standin_words=["the"], cache=tmp_path, progress=False)
+    assert server.total_hits == 0
+
+
+@pytest.mark.parametrize("how", ["download", "GloVe with the file at hand", "cached download"])
+def test_an_unrecognised_offline_value_is_refused_naming_every_accepted_one(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # "maybe" neither allows nor forbids downloads; it is refused wherever the variable is
+    # read, even where the vectors are at hand and nothing would be downloaded.
+    monkeypatch.setenv(OFFLINE_ENV, "maybe")
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    with pytest.raises(ValueError) as caught:
+        if how == "download":
+            download(source, tmp_path, progress=False)
+        elif how == "cached download":
+            (tmp_path / "vectors.gz").write_bytes(PAYLOAD)
+            download(source, tmp_path, progress=False)
+        else:
+            write_text(tmp_path / "glove.6B.50d.txt", stanford_rows())
+            GloVe("6B", 50, cache=tmp_path, progress=False)
+    message = str(caught.value)
+    assert message.startswith(f"{OFFLINE_ENV}: expected ")
+    assert "got 'maybe'" in message
+    accepted = message.split("expected ", 1)[1].split(", got")[0]
+    for word in ["1", "true", "yes", "on", "0", "false", "no", "off", "empty"]:
+        assert re.search(rf"\b{word}\b", accepted), word
     assert server.total_hits == 0
 
 
