@@ -84,8 +84,8 @@ class CorruptDownloadError(RuntimeError):
 
 
 def default_cache_dir() -> Path:
-    """The folder for downloads (chapter 4): ``$ATTENTION_FROM_SCRATCH_CACHE`` (``~`` expanded),
-    else the user cache folder (``~/.cache/attention-from-scratch`` on Linux), perhaps absent."""
+    """The folder for downloads (chapter 4), which need not exist yet: ``~``-expanded
+    ``$ATTENTION_FROM_SCRATCH_CACHE``, else the user cache (``~/.cache/attention-from-scratch``)."""
     env = os.environ.get(CACHE_ENV, "").strip()
     return Path(env).expanduser() if env else Path(pooch.os_cache("attention-from-scratch"))
 
@@ -134,7 +134,7 @@ class _Part(AbstractContextManager):
     def __init__(self, target: Path, limit: int | None = None, deadline: float = math.inf) -> None:
         for old in [*target.parent.glob(f".{target.name}.*.part"), Path(f"{target}.part")]:
             with suppress(OSError):  # gone already, a read-only folder, or no locks here
-                with open(old, "rb") as held:  # where the lock cannot be had, a writer lives
+                with open(old, "r+b") as held:  # r+: NFS locks need write access
                     free = _WINDOWS or lock_descriptor(held.fileno(), blocking=False)
                 if free:
                     os.unlink(old)
