@@ -279,7 +279,7 @@ def download(
 def read_word_vectors(
     path: str | os.PathLike[str], max_vectors: int | None = None, *, dim: int | None = None
 ) -> tuple[list[str], torch.Tensor]:
-    """Read word vectors stored as text, in GloVe or word2vec format, optionally gzipped.
+    """Read word vectors in GloVe or word2vec text format, optionally gzipped (chapter 4).
 
     One word per line, then its numbers, separated by spaces (lines end at ``"\\n"`` only);
     word2vec adds a first line with the number of words and the dimension, which is checked.
@@ -292,8 +292,6 @@ def read_word_vectors(
     Returns:
         ``(itos, vectors)``: the words in file order and their float32 vectors, of shape
         ``(num_words, dim)``. A damaged file raises a ValueError naming it and the line.
-
-    Introduced in chapter 4.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path: expected a file path, got {type(path).__name__} {path!r}")
@@ -314,23 +312,27 @@ def read_word_vectors(
     first = lines[0].rstrip("\r").split(" ")
     header = [int(p) for p in first] if len(first) == 2 and all(p.isdigit() for p in first) else []
     numbered = enumerate(lines[1:] if header else lines, start=2 if header else 1)
-    rows = [(n, line.rstrip(" \r").split(" ")) for n, line in numbered if line.strip()]
-    if not (rows := rows[:max_vectors]):
+    # Lines, not their split parts, are kept: 400,000 lists would keep the garbage collector busy.
+    rows = [(n, line.rstrip(" \r")) for n, line in numbered if line.strip()][:max_vectors]
+    if not rows:
         raise ValueError(f"{path}: expected at least one word vector, found none")
-    width = dim or max(1, len(rows[0][1]) - 1)  # without a dim, the first row fixes it
-    vectors = np.empty((len(rows), width), dtype=np.float32)  # (num_words, dim)
-    for index, (number, row) in enumerate(rows):
-        where = f"{path}, line {number}: expected"
-        if len(row) != width + 1:
-            raise ValueError(f"{where} {width} numbers after the word, got {len(row) - 1}")
+    width = dim or max(1, rows[0][1].count(" "))  # without a dim, the first row fixes it
+    vectors, itos = np.empty((len(rows), width), dtype=np.float32), []  # (num_words, dim)
+    for index, (number, line) in enumerate(rows):
+        word, *numbers = line.split(" ")
+        if len(numbers) != width:
+            where = f"{path}, line {number}: expected {width} numbers after the word"
+            raise ValueError(f"{where}, got {len(numbers)}")
         try:
-            vectors[index] = row[1:]  # numpy reads the numbers
+            vectors[index] = numbers  # numpy reads the numbers
         except ValueError as error:
-            raise ValueError(f"{where} only numbers after the word ({error}); {damaged}") from None
+            where = f"{path}, line {number}: expected only numbers after the word"
+            raise ValueError(f"{where} ({error}); {damaged}") from None
+        itos.append(word)
     if header and (min(header[0], max_vectors or header[0]), header[1]) != vectors.shape:
         promised = f"the header promises {header[0]} words of dimension {header[1]}"
         raise ValueError(f"{path}: {promised}, got {len(rows)} words of dimension {width}")
-    return [row[0] for _, row in rows], torch.from_numpy(vectors)
+    return itos, torch.from_numpy(vectors)
 
 
 def _read_cached(path: Path, max_vectors: int | None, dim: int) -> tuple[list[str], torch.Tensor]:
@@ -374,9 +376,8 @@ class GloVe:
         progress, download_timeout: as for :func:`download`, which raises a download's errors.
 
     Attributes:
-        itos: the words, in order (index to string); ``stoi``: word to row index.
-        vectors: a float32 tensor of shape ``(num_words, dim)``; ``dim``: the vector size.
-        is_standin: ``False`` here; ``True`` for the labelled stand-in of :meth:`standin`.
+        itos, stoi: the words in order (index to string), and word to row index.
+        vectors, dim: a float32 ``(num_words, dim)`` tensor; ``is_standin``: for :meth:`standin`.
     """
 
     is_standin: bool = False
@@ -450,8 +451,7 @@ class GloVe:
     def __getitem__(self, word: str) -> torch.Tensor:
         if not isinstance(word, str):
             raise TypeError(f"word: expected a str, got {type(word).__name__} {word!r}")
-        index = self.stoi.get(word)
-        return torch.zeros(self.dim) if index is None else self.vectors[index]
+        return self.vectors[self.stoi[word]] if word in self.stoi else torch.zeros(self.dim)
 
     def get_vecs_by_tokens(
         self, tokens: str | Sequence[str], lower_case_backup: bool = False
