@@ -50,8 +50,8 @@ _WINDOWS = os.name == "nt"  # where an open file cannot be deleted, and locks ba
 
 @dataclass(frozen=True)
 class VectorSource:
-    """A file of word vectors (chapter 4): its ``url``, the ``file_name`` it is stored under, and
-    its ``known_hash`` (``"md5:<hex>"`` or ``"sha256:<hex>"``) and ``size``, ``None`` if unknown."""
+    """A file of word vectors (chapter 4): its ``url``, its ``file_name`` in the cache, and its
+    ``known_hash`` (``"md5:<hex>"`` or ``"sha256:<hex>"``) and ``size``, ``None`` if unknown."""
 
     url: str
     file_name: str
@@ -345,13 +345,13 @@ def _read_cached(path: Path, max_vectors: int | None, dim: int) -> tuple[list[st
             try:  # weights_only: a cache folder can be shared, and a pickle could run any code
                 saved = torch.load(parsed, map_location="cpu", weights_only=True)
                 itos, vectors = saved["itos"], saved["vectors"]
-                words = isinstance(itos, list) and all(isinstance(w, str) for w in itos)
+                words = isinstance(itos, list) and itos and all(isinstance(w, str) for w in itos)
                 if words and vectors.dtype == torch.float32 and vectors.shape == (len(itos), dim):
                     return itos[:max_vectors], vectors[:max_vectors]
             except Exception as error:  # truncated, foreign, or a pickle weights_only refuses
                 problem = f"it cannot be loaded as one ({_describe(error)})"
-            message = f"Ignoring {parsed}: {problem}; reading {path.name} instead (the copy is"
-            _notice(f"{message} rebuilt where the folder can be written; else ask its owner)")
+            message = f"Ignoring {parsed}: {problem}; reading {path.name} instead (it is rebuilt"
+            _notice(f"{message} where the folder can be written; else its owner can delete it)")
     itos, vectors = read_word_vectors(path, max_vectors=max_vectors, dim=dim)
     if max_vectors is None:
         try:
@@ -359,8 +359,8 @@ def _read_cached(path: Path, max_vectors: int | None, dim: int) -> tuple[list[st
                 torch.save({"itos": itos, "vectors": vectors}, part.file)
                 part.commit()
         except (OSError, RuntimeError) as error:  # torch.save's zip writer: a RuntimeError
-            message = f"Could not save the parsed copy {parsed} ({_describe(error)}); the slower"
-            _notice(f"{message} text is read instead (set {CACHE_ENV} to a writable folder).")
+            message = f"Could not save the parsed copy {parsed} ({_describe(error)}), so the text"
+            _notice(f"{message} file is read, more slowly; or set {CACHE_ENV} to a writable folder")
     return itos, vectors
 
 
