@@ -12,8 +12,8 @@ Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` model s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +24,6 @@ from tqdm import tqdm
 from ._checks import check_bool, check_dropout, check_positive_float, check_positive_int
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions, SinusoidalPositions
-from .scale import KVCache
 
 #: The target value of positions that are not scored (the default ``ignore_index`` of
 #: ``torch.nn.functional.cross_entropy``).
@@ -193,10 +192,18 @@ class TinyCausalModel(nn.Module):
         - Input: ``(b, t)`` token ids (``torch.long``) with ``t <= context_length``.
         - Output: ``(b, t, vocab)`` logits for the next token at every position; with
           ``return_weights=True`` also a list with the ``(b, h, t, t)`` attention weights of
-          every layer (``(b, h, t, s + t)`` after ``s`` cached tokens).
+          every layer.
+
+    A later chapter extends the model by subclassing: ``attention_class`` names the attention
+    layer of every block, and :meth:`embed` and :meth:`block` are the steps of ``forward``
+    (chapter 7's ``CachedCausalModel`` adds a KV cache per layer this way).
 
     Introduced in chapter 6.
     """
+
+    #: The attention layer of every block, built as
+    #: ``attention_class(d, d, context_length, dropout, num_heads)``.
+    attention_class: ClassVar[type[MultiHeadAttention]] = MultiHeadAttention
 
     def __init__(
         self,
@@ -214,14 +221,16 @@ class TinyCausalModel(nn.Module):
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
-        self.context_length = check_positive_int("context_length", context_length)
+        context_length = check_positive_int("context_length", context_length)
+        self.context_length = context_length
         check_positive_int("num_layers", num_layers)
         check_positive_int("num_heads", num_heads)
         mlp = check_bool("mlp", mlp)
         layer_norm = check_bool("layer_norm", layer_norm)
         dropout = check_dropout(dropout)
         if positions not in POSITION_KINDS:
-            raise ValueError(f"positions: expected one of {POSITION_KINDS}, got {positions!r}")
+            expected = f"expected one of {POSITION_KINDS}"
+            raise ValueError(f"positions: {expected}, got {positions!r}")
         self.positions_kind = positions
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positions: nn.Module | None = None
@@ -229,12 +238,14 @@ class TinyCausalModel(nn.Module):
             self.positions = LearnedPositions(context_length, d_model)
         elif positions == "sinusoidal":
             self.positions = SinusoidalPositions(context_length, d_model)
+        d = d_model
         self.attention = nn.ModuleList(
-            MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads)
+            self.attention_class(d, d, context_length, dropout, num_heads)
             for _ in range(num_layers)
         )
         self.attention_norms = nn.ModuleList(
-            nn.LayerNorm(d_model) if layer_norm else nn.Identity() for _ in range(num_layers)
+            nn.LayerNorm(d) if layer_norm else nn.Identity()
+            for _ in range(num_layers)  # one per block
         )
         self.mlps = nn.ModuleList(
             nn.Sequential(
@@ -248,42 +259,52 @@ class TinyCausalModel(nn.Module):
             for _ in range(num_layers)
         )
         self.use_mlp = mlp
-        self.final_norm = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+        self.final_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
 
     def forward(
-        self,
-        tokens: torch.Tensor,
-        return_weights: bool = False,
-        *,
-        kv_caches: Sequence[KVCache] | None = None,
+        self, tokens: torch.Tensor, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """Next-token logits for every position of ``tokens``.
 
         Args:
             tokens: ``(b, t)`` token ids.
             return_weights: also return every layer's attention weights (explicit path).
-            kv_caches: one :class:`~attention_from_scratch.KVCache` per layer (chapter 7).
-                ``tokens`` are then the tokens after the ``s`` cached ones: their positions
-                start at ``s``, each layer appends their keys and values to its cache, and
-                the weights are ``(b, h, t, s + t)``.
 
         Returns:
             ``(b, t, vocab)`` logits, and with ``return_weights=True`` the list of weights.
         """
         tokens = _check_tokens("tokens", tokens)
         return_weights = check_bool("return_weights", return_weights)
-        offset = 0
-        if kv_caches is not None:
-            offset = self._check_caches(kv_caches)
-        if offset + tokens.shape[1] > self.context_length:
-            cached = f"{offset} cached + " if kv_caches is not None else ""
+        x = self.embed(tokens)  # (b, t, d)
+        all_weights = []
+        for i in range(len(self.attention)):
+            x, weights = self.block(i, x, return_weights)
+            all_weights.append(weights)  # (b, h, t, t) or None
+        logits = self.head(self.final_norm(x))  # (b, t, vocab)
+        return (logits, all_weights) if return_weights else logits
+
+    def embed(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Token embeddings plus positions, for tokens at positions ``offset``,
+        ``offset + 1``, ...
+
+        Args:
+            tokens: ``(b, t)`` token ids, already checked to be integers.
+            offset: the position of the first token (tokens seen before it are not given).
+
+        Returns:
+            ``(b, t, d)`` vectors, the input of the first block.
+        """
+        t = tokens.shape[1]
+        if offset + t > self.context_length:
+            before = f"{offset} earlier + " if offset else ""
             raise ValueError(
-                f"tokens: expected at most context_length={self.context_length} tokens, "
-                f"got {cached}{tokens.shape[1]}"
+                "tokens: expected at most context_length="
+                f"{self.context_length} tokens, got {before}{t}"
             )
         if tokens.numel():
-            low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one sync
+            # One pass over the ids and one synchronisation, for both ends.
+            low, high = (int(v) for v in torch.aminmax(tokens))
             if low < 0 or high >= self.vocab_size:
                 raise ValueError(
                     f"tokens: expected ids in 0..{self.vocab_size - 1}, "
@@ -292,43 +313,38 @@ class TinyCausalModel(nn.Module):
         x = self.embedding(tokens)  # (b, t, d)
         if self.positions is not None:
             x = self.positions(x, offset=offset)  # (b, t, d)
-        all_weights = []
-        for i, (attention, norm, mlp) in enumerate(
-            zip(self.attention, self.attention_norms, self.mlps, strict=True)
-        ):
-            cache = None if kv_caches is None else kv_caches[i]
-            if return_weights:
-                out, weights = attention(norm(x), True, kv_cache=cache)  # (b, h, t, s + t)
-                all_weights.append(weights)
-            else:
-                out = attention(norm(x), kv_cache=cache)  # (b, t, d)
-            x = x + out
-            if self.use_mlp:
-                x = x + mlp(x)
-        logits = self.head(self.final_norm(x))  # (b, t, vocab)
-        return (logits, all_weights) if return_weights else logits
+        return x
 
-    def _check_caches(self, kv_caches: object) -> int:
-        """The number of cached tokens, after checking there is one cache per layer."""
-        layers = len(self.attention)
-        if not isinstance(kv_caches, Sequence) or not all(
-            isinstance(cache, KVCache) for cache in kv_caches
-        ):
-            raise TypeError(
-                f"kv_caches: expected a list of {layers} KVCache objects, one per layer, "
-                f"got {type(kv_caches).__name__}"
-            )
-        if len(kv_caches) != layers:
-            raise ValueError(
-                f"kv_caches: expected one KVCache per layer ({layers}), got {len(kv_caches)}"
-            )
-        lengths = {cache.length for cache in kv_caches}
-        if len(lengths) != 1:
-            raise ValueError(
-                f"kv_caches: expected caches holding the same tokens, got lengths "
-                f"{sorted(cache.length for cache in kv_caches)}; reset them all"
-            )
-        return lengths.pop()
+    def block(
+        self,
+        i: int,
+        x: torch.Tensor,
+        return_weights: bool = False,
+        **attention_options: object,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Block ``i``: ``x + attention(norm(x))``, then, with ``mlp=True``, ``x + mlp(x)``.
+
+        Args:
+            i: the index of the block, from 0.
+            x: ``(b, t, d)`` input of the block.
+            return_weights: also return the attention weights.
+            attention_options: passed on to the attention layer's ``forward``.
+
+        Returns:
+            ``(x, weights)``: the ``(b, t, d)`` output and the ``(b, h, t, t)`` weights, or
+            ``None`` without ``return_weights``.
+        """
+        attention, norm = self.attention[i], self.attention_norms[i]
+        options = attention_options
+        weights = None
+        if return_weights:
+            out, weights = attention(norm(x), True, **options)  # (b, t, d)
+        else:
+            out = attention(norm(x), **options)  # (b, t, d)
+        x = x + out
+        if self.use_mlp:
+            x = x + self.mlps[i](x)  # (b, t, d)
+        return x, weights
 
 
 @dataclass
