@@ -196,6 +196,7 @@ def test_imports_the_package_picks_a_device_and_seeds(path: Path) -> None:
 SHOWN = {
     "02_trainable_qkv": ["SelfAttentionV1", "SelfAttentionV2"],
     "03_causal_attention": ["CausalAttention", "CrossAttention"],
+    "04_multi_head_attention": ["MultiHeadAttentionWrapper", "MultiHeadAttention"],
 }
 
 
