@@ -373,7 +373,8 @@ class GloVe:
         cache: the folder for downloads (default: :func:`default_cache_dir`), which may be
             shared or read-only; a Stanford ``glove.6B.<dim>d.txt`` in it is used as it is.
         max_vectors: keep only the first this many words (a positive int).
-        progress, download_timeout: as for :func:`download`, which raises a download's errors.
+        progress: show a progress bar; download_timeout: the most seconds the whole download
+            may take; both as for :func:`download`, which raises a download's errors.
 
     Attributes:
         itos, stoi: the words in order (index to string), and word to row index.
@@ -478,7 +479,8 @@ def load_glove(
     """Load GloVe 6B vectors, or a labelled stand-in when they cannot be had (chapter 4).
 
     Args:
-        dim, cache, progress, download_timeout: as for :class:`GloVe`.
+        dim: the vector size; cache: the download folder (both as for :class:`GloVe`).
+        progress: show a progress bar; download_timeout: the whole download's deadline.
         standin_words: the words a stand-in covers; without them, the error is raised.
 
     Returns:
