@@ -21,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import FancyArrowPatch
+from matplotlib.patches import FancyArrowPatch, Rectangle
 from matplotlib.text import Text
 
 import attention_from_scratch as afs
@@ -66,6 +66,10 @@ def weights(rows: int = 6) -> torch.Tensor:
 # One call per public function, with the sizes of the chapter that uses it.
 GOOD: dict[str, Callable[[], Figure]] = {
     "context_vector": lambda: diagrams.draw_context_vector(inputs(), TOKENS, query=1),
+    "query_path": lambda: diagrams.draw_query_path(
+        inputs()[:, :2], inputs()[:, 1:], inputs(), TOKENS, query=5
+    ),
+    "attention_matrices": lambda: diagrams.draw_attention_matrices(inputs(), TOKENS),
     "projections": lambda: diagrams.draw_projections(
         inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 2)
     ),
@@ -136,6 +140,33 @@ def test_context_vector_shows_the_numbers_of_journey() -> None:
     # z^(1) = [0.4419, 0.6515, 0.5683], the last block, drawn before the sum of the weights.
     end = texts.index("weights sum to 1.000")
     assert texts[end - 3 : end] == ["0.44", "0.65", "0.57"]
+
+
+def test_query_path_scales_the_scores_by_the_key_size() -> None:
+    x = inputs()
+    texts = all_texts(diagrams.draw_query_path(x, x, x, TOKENS, query=1))
+    # The same scores as chapter 1, divided by sqrt(d_k) = sqrt(3) before the softmax.
+    expected = torch.softmax(x @ x[1] / 3**0.5, dim=-1)
+    assert [f"{w:.3f}" for w in expected.tolist()] == [
+        text for text in texts if len(text) == 5 and text.startswith("0.")
+    ]
+    assert "1.50" in texts  # the unscaled score of journey with itself
+    assert any("softmax" in text and "sqrt{3}" in text for text in texts)
+
+
+def test_attention_matrices_frame_the_query_row_in_every_block() -> None:
+    fig = diagrams.draw_attention_matrices(inputs(), TOKENS, query=5)
+    texts = all_texts(fig)
+    assert texts.count("(6, 3)") == 2 and texts.count("(6, 6)") == 2
+    frames = [
+        patch
+        for patch in fig.axes[0].patches
+        if to_hex(patch.get_edgecolor()) == to_hex(ROLE_COLOURS["query"])
+    ]
+    assert len(frames) == 4
+    # Every frame sits on the bottom row, row 5 of the six: as low as any cell.
+    lowest = min(patch.get_y() for patch in fig.axes[0].patches if isinstance(patch, Rectangle))
+    assert [frame.get_y() for frame in frames] == pytest.approx([lowest] * 4)
 
 
 def test_projections_label_every_block_with_its_shape() -> None:
@@ -305,6 +336,21 @@ BAD: list[tuple[Callable[[], object], type[Exception], str]] = [
     (lambda: diagrams.draw_context_vector(inputs(), query=6), ValueError, r"query: .* 0 to 5"),
     (lambda: diagrams.draw_context_vector(inputs(), query=1.0), TypeError, r"query: expected"),
     (lambda: diagrams.draw_context_vector(inputs(), TOKENS[:5]), ValueError, r"expected 6 lab"),
+    (
+        lambda: diagrams.draw_query_path(inputs(), inputs()[:, :2], inputs()),
+        ValueError,
+        r"keys: expected the shape of queries \(6, 3\)",
+    ),
+    (
+        lambda: diagrams.draw_query_path(inputs(), inputs(), inputs()[:5]),
+        ValueError,
+        r"values: expected one row per key \(6\)",
+    ),
+    (
+        lambda: diagrams.draw_attention_matrices(torch.ones(6, 9)),
+        ValueError,
+        r"inputs: expected at most 8 features",
+    ),
     (
         lambda: diagrams.draw_projections(
             inputs(), torch.rand(2, 2), torch.rand(3, 2), torch.rand(3, 2)

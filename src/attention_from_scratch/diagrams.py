@@ -40,6 +40,7 @@ from .plotting import (
 )
 
 __all__ = [
+    "draw_attention_matrices",
     "draw_causal_graph",
     "draw_context_vector",
     "draw_dropout",
@@ -49,6 +50,7 @@ __all__ = [
     "draw_kv_cache",
     "draw_positions_added",
     "draw_projections",
+    "draw_query_path",
     "draw_strided_read",
     "draw_tiles",
     "draw_wrapper_vs_batched",
@@ -96,6 +98,12 @@ def _tint(colour: str, strength: float) -> tuple[float, float, float]:
     return tuple(1 - strength * (1 - c) for c in to_rgb(colour))  # type: ignore[return-value]
 
 
+def _ink(face: tuple[float, float, float]) -> str:
+    """Black or white, whichever reads better on ``face`` (by its luminance)."""
+    red, green, blue = face
+    return "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
+
+
 def _block(
     ax: Axes,
     left: float,
@@ -133,7 +141,7 @@ def _block(
                     ha="center",
                     va="center",
                     fontsize=_CELL_PT,
-                    color="white" if strength > 0.6 else "black",
+                    color=_ink(_tint(colour, strength)),
                 )
     ax.add_patch(Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, lw=1.2))
     return cols * cell, rows * cell
@@ -254,56 +262,132 @@ def draw_context_vector(
 
     Used in chapter 1.
     """
-    inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
-    t, d_in = inputs.shape
-    _check_tokens_axis("inputs", inputs, t, _TOKENS_UP_TO)
-    if not 1 <= d_in <= 4:
-        raise ValueError(
-            f"inputs: expected 1 to 4 features per token to write them in the cells, got "
-            f"d_in={d_in} (shape {tuple(inputs.shape)})"
-        )
+    inputs = _check_cell_numbers("inputs", inputs, "(t, d_in)")
+    t = inputs.shape[0]
     labels = _check_tokens("tokens", tokens, t)
     query = _check_index("query", query, t)
-    x = inputs.detach().to("cpu", torch.float32)
-    scores = x @ x[query]  # (t, d_in) @ (d_in,) -> (t,)
-    weights = torch.softmax(scores, dim=-1)  # (t,)
-    weighted = weights[:, None] * x  # (t, 1) * (t, d_in) -> (t, d_in)
-    context = weighted.sum(dim=0)  # (d_in,)
+    return _draw_query_path(inputs[query], inputs, inputs, labels, query, scaled=False)
+
+
+def draw_query_path(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    tokens: Iterable[str] | None = None,
+    *,
+    query: int = 1,
+) -> Figure:
+    """Draw one query's path through scaled dot-product attention, with its real numbers.
+
+    As :func:`draw_context_vector`, with trainable projections: one row per token ``j``, its
+    key ``k^(j)``, the score ``omega_qj = q^(q) . k^(j)``, the weight
+    ``alpha_qj = softmax_j(omega_qj / sqrt(d_k))`` as a bar and a number, and the weighted
+    value ``alpha_qj v^(j)``; the bottom row adds them up into ``z^(q)``.
+
+    Args:
+        queries: ``Q``, shape ``(t, d_out)``, 1 to 10 tokens and 1 to 4 features.
+        keys: ``K``, the same shape.
+        values: ``V``, shape ``(t, d_v)``, 1 to 4 features.
+        tokens: the ``t`` tokens, as strings; numbered when omitted.
+        query: the index ``q`` of the query token, from 0 to ``t - 1``.
+
+    Returns:
+        The matplotlib ``Figure``, at most 7 inches wide.
+
+    Raises:
+        TypeError: a tensor is not floating-point, a token is not a string, or ``query`` is
+            not an int.
+        ValueError: a tensor is not 2-D or too large to write its numbers, the shapes do not
+            match, or ``query`` is out of range.
+
+    Used in chapter 2.
+    """
+    queries = _check_cell_numbers("queries", queries, "(t, d_out)")
+    keys = _check_cell_numbers("keys", keys, "(t, d_out)")
+    values = _check_cell_numbers("values", values, "(t, d_v)")
+    if keys.shape != queries.shape:
+        raise ValueError(
+            f"keys: expected the shape of queries {tuple(queries.shape)}, got {tuple(keys.shape)}"
+        )
+    if values.shape[0] != keys.shape[0]:
+        raise ValueError(
+            f"values: expected one row per key ({keys.shape[0]}), got shape {tuple(values.shape)}"
+        )
+    labels = _check_tokens("tokens", tokens, queries.shape[0])
+    query = _check_index("query", query, queries.shape[0])
+    return _draw_query_path(queries[query], keys, values, labels, query, scaled=True)
+
+
+def _check_cell_numbers(name: str, x: object, shape: str) -> torch.Tensor:
+    """A (t, d) tensor small enough to write every number in a cell; returned on the CPU."""
+    x = check_tensor(name, x, ranks=(2,), shape_names=(shape,))
+    t, d = x.shape
+    _check_tokens_axis(name, x, t, _TOKENS_UP_TO)
+    if not 1 <= d <= 4:
+        raise ValueError(
+            f"{name}: expected 1 to 4 features per token to write them in the cells, got "
+            f"{d} (shape {tuple(x.shape)})"
+        )
+    return x.detach().to("cpu", torch.float32)
+
+
+def _draw_query_path(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    labels: list[str],
+    query: int,
+    *,
+    scaled: bool,
+) -> Figure:
+    """The figure of draw_context_vector (``scaled=False``) and draw_query_path."""
+    t, d_k = keys.shape
+    d_v = values.shape[1]
+    scores = keys @ q  # (t, d_k) @ (d_k,) -> (t,)
+    weights = torch.softmax(scores / (math.sqrt(d_k) if scaled else 1.0), dim=-1)  # (t,)
+    weighted = weights[:, None] * values  # (t, 1) * (t, d_v) -> (t, d_v)
+    context = weighted.sum(dim=0)  # (d_v,)
+    q_name, k_name, v_name = ("q", "k", "v") if scaled else ("x", "x", "x")
 
     cell, row = 0.42, 0.36
     height = 1.15 + (t + 1) * row + 0.2
-    x_left = 1.05  # the embedding cells
-    score_x = x_left + d_in * cell + 0.55  # the score column (centre)
+    k_left = 1.05  # the key cells
+    score_x = k_left + d_k * cell + 0.55  # the score column (centre)
     bar_left = score_x + 0.55
     bar_width = 0.95
     out_left = bar_left + bar_width + 0.7
-    width = out_left + d_in * cell + 0.1
-    scale = float(x.abs().max()) or 1.0
+    width = out_left + d_v * cell + 0.1
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
         ax.text(
             0.05,
             height - 0.18,
-            f'query $x^{{({query})}}$ = "{labels[query]}" = '
+            f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = '
             + "["
-            + ", ".join(f"{v:.2f}" for v in x[query].tolist())
+            + ", ".join(f"{v:.2f}" for v in q.tolist())
             + "]",
             fontsize=_LABEL_PT,
             color=ROLE_COLOURS["query"],
             va="center",
         )
+        softmax = rf"softmax($\omega / \sqrt{{{d_k}}}$)" if scaled else "softmax"
         headers = (
-            (x_left + d_in * cell / 2, "key $x^{(j)}$"),
-            (score_x, rf"$\omega_{{{query}j}}$" + "\n" + rf"$= x^{{({query})}} \cdot x^{{(j)}}$"),
-            (bar_left + bar_width / 2, rf"$\alpha_{{{query}j}}$ (softmax)"),
-            (out_left + d_in * cell / 2, rf"$\alpha_{{{query}j}}\,x^{{(j)}}$"),
+            (k_left + d_k * cell / 2, f"key ${k_name}^{{(j)}}$"),
+            (
+                score_x,
+                rf"$\omega_{{{query}j}}$"
+                + "\n"
+                + rf"$= {q_name}^{{({query})}} \cdot {k_name}^{{(j)}}$",
+            ),
+            (bar_left + bar_width / 2, rf"$\alpha_{{{query}j}}$" + "\n" + softmax),
+            (out_left + d_v * cell / 2, rf"$\alpha_{{{query}j}}\,{v_name}^{{(j)}}$"),
         )
         for centre, text in headers:
             ax.text(centre, top + 0.32, text, ha="center", va="center", fontsize=_LABEL_PT)
         for j in range(t):
             y = top - j * row
             ax.text(
-                x_left - 0.08,
+                k_left - 0.08,
                 y - row / 2,
                 labels[j],
                 ha="right",
@@ -314,13 +398,13 @@ def draw_context_vector(
             )
             _block(
                 ax,
-                x_left,
+                k_left,
                 y - 0.02,
-                x[j : j + 1],
+                keys[j : j + 1],
                 cell * 0.98,
                 ROLE_COLOURS["key"],
                 numbers=True,
-                scale=scale,
+                scale=float(keys.abs().max()),
             )
             ax.text(
                 score_x,
@@ -344,7 +428,7 @@ def draw_context_vector(
             ax.text(
                 out_left - 0.35,
                 y - row / 2,
-                r"$\times\,x^{(j)}$",
+                rf"$\times\,{v_name}^{{(j)}}$",
                 ha="center",
                 va="center",
                 fontsize=_FONT_PT,
@@ -360,7 +444,7 @@ def draw_context_vector(
                 scale=float(weighted.abs().max()),
             )
         y = top - t * row - 0.12
-        ax.plot([out_left, out_left + d_in * cell], [y + 0.06] * 2, color="black", lw=1)
+        ax.plot([out_left, out_left + d_v * cell], [y + 0.06] * 2, color="black", lw=1)
         ax.text(
             out_left - 0.1,
             y - row / 2,
@@ -387,6 +471,107 @@ def draw_context_vector(
             va="center",
             fontsize=_FONT_PT,
         )
+    return fig
+
+
+def draw_attention_matrices(
+    inputs: torch.Tensor, tokens: Iterable[str] | None = None, *, query: int = 1
+) -> Figure:
+    """Draw simplified attention for every token at once: ``Z = softmax(X X^T) X``.
+
+    Four blocks from left to right: the inputs ``X``, the scores ``omega = X X^T``, the
+    weights ``alpha`` (softmax of each row) and the context vectors ``Z = alpha X``, each
+    shaded by magnitude and labelled with its shape. Row ``query`` is framed in blue in
+    every block: it is the one-query computation of :func:`draw_context_vector`.
+
+    Args:
+        inputs: the embeddings ``X``, shape ``(t, d_in)``, 1 to 10 tokens and 1 to 8
+            features.
+        tokens: the ``t`` tokens, as strings; numbered when omitted.
+        query: the row to frame, from 0 to ``t - 1``.
+
+    Returns:
+        The matplotlib ``Figure``, at most 7 inches wide.
+
+    Raises:
+        TypeError: ``inputs`` is not a floating-point tensor, a token is not a string, or
+            ``query`` is not an int.
+        ValueError: ``inputs`` is not 2-D or too large to draw, or ``query`` is out of range.
+
+    Used in chapter 1.
+    """
+    inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
+    t, d_in = inputs.shape
+    _check_tokens_axis("inputs", inputs, t, _TOKENS_UP_TO)
+    if d_in > 8:
+        raise ValueError(
+            f"inputs: expected at most 8 features to draw legibly, got d_in={d_in}; "
+            f"slice it, e.g. inputs[:, :8]"
+        )
+    labels = _check_tokens("tokens", tokens, t)
+    query = _check_index("query", query, t)
+    x = inputs.detach().to("cpu", torch.float32)
+    scores = x @ x.T  # (t, d_in) @ (d_in, t) -> (t, t)
+    weights = torch.softmax(scores, dim=-1)  # (t, t)
+    context = weights @ x  # (t, t) @ (t, d_in) -> (t, d_in)
+    longest = max(len(label) for label in labels)
+    label_room = 0.15 + 0.075 * longest
+    arrow_room = 0.75
+    cell = min(0.3, (_COLUMN_INCHES - 0.2 - label_room - 3 * arrow_room) / (2 * d_in + 2 * t))
+    height = t * cell + 0.95
+    width = label_room + (2 * d_in + 2 * t) * cell + 3 * arrow_room + 0.1
+    blocks = (
+        (x, ROLE_COLOURS["input"], "$X$", "x X^T"),
+        (scores, ROLE_COLOURS["key"], r"scores $\omega$", "softmax\nper row"),
+        (weights, ROLE_COLOURS["value"], r"weights $\alpha$", "@ X"),
+        (context, ROLE_COLOURS["output"], "$Z$", None),
+    )
+    with _figure(width, height) as (fig, ax):
+        top = height - 0.45
+        for i, label in enumerate(labels):
+            ax.text(
+                label_room - 0.05,
+                top - (i + 0.5) * cell,
+                label,
+                ha="right",
+                va="center",
+                fontsize=_FONT_PT,
+                color=ROLE_COLOURS["query"] if i == query else "black",
+            )
+        left = label_room
+        for matrix, colour, name, step in blocks:
+            w, h = _block(ax, left, top, matrix, cell, colour)
+            ax.add_patch(
+                Rectangle(
+                    (left, top - (query + 1) * cell),
+                    w,
+                    cell,
+                    fill=False,
+                    lw=2.2,
+                    edgecolor=ROLE_COLOURS["query"],
+                )
+            )
+            ax.text(left + w / 2, top + 0.08, name, ha="center", va="bottom", fontsize=_LABEL_PT)
+            ax.text(
+                left + w / 2,
+                top - h - 0.08,
+                str(tuple(matrix.shape)),
+                ha="center",
+                va="top",
+                fontsize=_FONT_PT,
+            )
+            left += w
+            if step is not None:
+                _arrow(ax, (left + 0.08, top - h / 2), (left + arrow_room - 0.08, top - h / 2))
+                ax.text(
+                    left + arrow_room / 2,
+                    top - h / 2 + 0.08,
+                    step.replace("x X^T", "$X X^{\\top}$"),
+                    ha="center",
+                    va="bottom",
+                    fontsize=_FONT_PT,
+                )
+                left += arrow_room
     return fig
 
 
