@@ -106,11 +106,12 @@ def test_every_diagram_fits_the_column_with_legible_text(name: str) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     assert buffer.getvalue().startswith(b"\x89PNG")
-    # Everything drawn, labels included, lies within the book's 7-inch column.
+    # Everything drawn, labels included, lies within the book's 7-inch column, even after
+    # the notebook pads the tight bounding box by 0.1 inches on each side.
     renderer = fig.canvas.get_renderer()
     box = fig.get_tightbbox(renderer)
     assert fig.get_figwidth() <= 7.0 + 1e-9
-    assert box.width <= 7.0 + 1e-6, f"{name}: drawn {box.width:.2f} inches wide"
+    assert box.width + 0.2 <= 7.0 + 1e-6, f"{name}: drawn {box.width:.2f} inches wide"
     assert box.x0 >= -0.05, f"{name}: text runs off the left edge"
     assert fig.get_figheight() <= 16.0  # two rows of four 32-token line views, the tallest
     sizes = [text.get_fontsize() for text in fig.findobj(Text) if text.get_text()]

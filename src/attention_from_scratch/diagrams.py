@@ -65,6 +65,9 @@ _CELL_PT = _FONT_PT
 _TOKENS_UP_TO = 10
 _LINE_TOKENS_UP_TO = 32
 _LINE_HEADS_UP_TO = 8
+# The widest figure: a notebook saves figures with a tight bounding box padded by 0.1 inches
+# on each side, so that a 6.75-inch figure becomes an image just under the 7-inch column.
+_WIDTH = _COLUMN_INCHES - 0.25
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,7 +82,7 @@ def _figure(width: float, height: float) -> Iterator[tuple[Figure, Axes]]:
     Drawing in inches makes the sizes in this module the sizes on the page. The figure is
     closed if drawing fails, so that a failed call leaves nothing open.
     """
-    width = min(width, _COLUMN_INCHES)
+    width = min(width, _WIDTH)
     fig = plt.figure(figsize=(width, height))
     try:
         ax = fig.add_axes((0, 0, 1, 1))
@@ -517,7 +520,7 @@ def draw_attention_matrices(
     longest = max(len(label) for label in labels)
     label_room = 0.15 + 0.075 * longest
     arrow_room = 0.75
-    cell = min(0.3, (_COLUMN_INCHES - 0.2 - label_room - 3 * arrow_room) / (2 * d_in + 2 * t))
+    cell = min(0.3, (_WIDTH - 0.2 - label_room - 3 * arrow_room) / (2 * d_in + 2 * t))
     height = t * cell + 0.95
     width = label_room + (2 * d_in + 2 * t) * cell + 3 * arrow_room + 0.1
     blocks = (
@@ -647,11 +650,11 @@ def draw_projections(
 
     # Fixed room for the "X @" and "=" signs and the gaps (3.2 inches), the rest for cells.
     cells_across = d_in + sum(2 * w.shape[1] for w in weights.values())
-    cell = min(0.3, (_COLUMN_INCHES - 0.3 - 3.2) / cells_across)
+    cell = min(0.3, (_WIDTH - 0.3 - 3.2) / cells_across)
     top_height = t * cell + 1.0
-    bottom_cell = min(0.3, (_COLUMN_INCHES - 3.0) / (2 * t + d_k))
+    bottom_cell = min(0.3, (_WIDTH - 3.0) / (2 * t + d_k))
     bottom_height = max(t, d_k) * bottom_cell + 1.0
-    width = _COLUMN_INCHES - 0.1
+    width = _WIDTH
     height = top_height + bottom_height + 0.2
     letters = {"query": ("Q", "W_q"), "key": ("K", "W_k"), "value": ("V", "W_v")}
 
@@ -772,7 +775,7 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
     hidden = mask.detach().cpu()
     cell = 0.27
     matrix_width = t * cell + 1.1
-    spacing = min(0.75, (_COLUMN_INCHES - matrix_width - 0.5) / (t - 1))
+    spacing = min(0.75, (_WIDTH - matrix_width - 0.5) / (t - 1))
     graph_left = matrix_width + 0.35
     width = graph_left + (t - 1) * spacing + 0.5
     height = max(t * cell + 1.3, 3.5)
@@ -953,7 +956,7 @@ def draw_dropout(
             f"1 / (1 - p) = {1 / (1 - p):.3g}, got values that are not; pass the output of "
             f"nn.Dropout(p) applied to weights"
         )
-    spacing = min(0.95, (_COLUMN_INCHES - 1.6) / s)
+    spacing = min(0.95, (_WIDTH - 1.6) / s)
     left = 1.45
     width = left + s * spacing + 0.15
     height = 4.1
@@ -1141,7 +1144,7 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
     numbered = cell >= 0.25  # room for the feature numbers
     gap = cell * 0.6
     height = t * cell + 1.6
-    width = _COLUMN_INCHES - 0.1
+    width = _WIDTH
     with _figure(width, height) as (fig, ax):
         top = height - 0.75
         # 1. (t, d_out)
@@ -1260,7 +1263,7 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
     roles = (("query", "W_q"), ("key", "W_k"), ("value", "W_v"))
     head_height = d_in * cell + 0.45
     height = num_heads * head_height + 1.35
-    width = _COLUMN_INCHES - 0.1
+    width = _WIDTH
     split = 3.45
 
     def matrix(left: float, top: float, cols_of: list[int], role: str) -> float:
@@ -1356,7 +1359,8 @@ def plot_attention_lines(
         title: a title for the whole figure.
 
     Returns:
-        The matplotlib ``Figure``, at most 7 inches wide; one axes per head, four per row.
+        The matplotlib ``Figure``, at most 7 inches wide: a panel per head, two per row up
+        to four heads, four per row above.
 
     Raises:
         TypeError: ``weights`` is not a floating-point tensor, or a label is not a string.
@@ -1390,13 +1394,14 @@ def plot_attention_lines(
         cols_labels = _check_tokens("key_tokens", key_tokens, s)
     names = _check_labels("head_names", head_names, h) or [f"head {i}" for i in range(h)]
     title = _check_title(title)
-    cols = min(h, 4)
+    # Two panels per row up to four heads (a narrower figure reads better on a phone).
+    cols = min(h, 2 if h <= 4 else 4)
     grid_rows = -(-h // cols)
     step = 0.22 if max(t, s) > 12 else 0.3
     panel_height = max(t, s) * step + 0.6
     longest = max(len(label) for label in rows_labels + cols_labels)
     # Two heads need no more than 5.2 inches: a narrower figure is scaled down less on a phone.
-    panel_width = min(2.6, (_COLUMN_INCHES - 0.1) / cols)
+    panel_width = min(2.6, (_WIDTH) / cols)
     width = cols * panel_width
     label_room = min(0.1 + 0.075 * longest, panel_width * 0.3)
     height = grid_rows * panel_height + (0.35 if title else 0.05) + 0.3
@@ -1512,7 +1517,7 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
     order = [offset + i * stride[0] + j * stride[1] for i in range(rows) for j in range(cols)]
     jumps = [b - a for a, b in pairwise(order)]
     flat = len(set(jumps)) <= 1
-    cell = min(0.42, (_COLUMN_INCHES - 0.4) / max(n, len(order)))
+    cell = min(0.42, (_WIDTH - 0.4) / max(n, len(order)))
     width = max(n, len(order)) * cell + 0.4
     height = 3.0
     values = [float(v) for v in storage.tolist()]
@@ -1672,7 +1677,7 @@ def draw_positions_added(
     scale = float(torch.stack((e, pos, total)).abs().max()) or 1.0
     longest = max(len(f"{i}: {label}") for i, label in enumerate(labels))
     label_room = 0.15 + 0.075 * longest
-    cell = min(0.3, (_COLUMN_INCHES - 0.3 - label_room - 1.3) / (3 * d))
+    cell = min(0.3, (_WIDTH - 0.3 - label_room - 1.3) / (3 * d))
     height = t * cell + 1.0
     width = label_room + 3 * d * cell + 1.3 + 0.1
 
@@ -1789,8 +1794,8 @@ def draw_induction_circuit(
             f"(token {sequence[query]!r} first occurs there)"
         )
     source = earlier[-1]
-    spacing = (_COLUMN_INCHES - 0.4) / t
-    width = _COLUMN_INCHES - 0.1
+    spacing = (_WIDTH - 0.4) / t
+    width = _WIDTH
     height = 3.0
     base = 1.5
     box = min(spacing * 0.85, 0.3)
@@ -1916,7 +1921,7 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
             f"{prompt_length} + {steps} = {total}"
         )
     passes = steps + 1  # the prompt, then one pass per step
-    cell = min(0.3, (_COLUMN_INCHES - 1.7) / (2 * total))
+    cell = min(0.3, (_WIDTH - 1.7) / (2 * total))
     panel = total * cell
     height = passes * cell + 1.55
     width = 1.1 + 2 * panel + 0.5
@@ -2184,12 +2189,12 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
             raise ValueError(
                 f"kv_heads: expected divisors of num_heads={h}, got {value} (remainder {h % value})"
             )
-    spacing = (_COLUMN_INCHES - 1.0) / h
+    spacing = (_WIDTH - 1.0) / h
     box = min(0.36, spacing * 0.8)
     half = min(box, spacing * 0.42)  # the width of a k or v half: a pair fits one slot
     row_height = 1.45
     height = len(rows) * row_height + 0.1
-    width = _COLUMN_INCHES - 0.1
+    width = _WIDTH
     with _figure(width, height) as (fig, ax):
         for r, h_kv in enumerate(rows):
             g = h // h_kv
