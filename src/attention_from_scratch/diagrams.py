@@ -1538,7 +1538,7 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
                     (0.2 + k * cell, top - cell),
                     cell,
                     cell,
-                    facecolor=_tint(HEAD_COLOURS[5], 0.25),
+                    facecolor=_tint(ROLE_COLOURS["input"], 0.3),
                     edgecolor="black",
                 )
             )
@@ -1573,7 +1573,7 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
                     (0.2 + r * cell, low - cell),
                     cell,
                     cell,
-                    facecolor=_tint(HEAD_COLOURS[0], 0.2),
+                    facecolor=_tint(ROLE_COLOURS["output"], 0.3),
                     edgecolor="black",
                 )
             )
