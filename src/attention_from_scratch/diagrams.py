@@ -1746,11 +1746,12 @@ def draw_induction_circuit(
 
     The sequence is drawn once as a row of numbered boxes. Suppose query ``i`` holds token
     ``A`` and ``A`` occurred before at position ``j``, followed by ``B`` at ``j + 1``.
-    Below the row, layer 1: the previous-token head's strongest arc into every position, so
-    that position ``j + 1`` carries the token before it, ``A``. Above the row, layer 2: the
-    induction head's arcs from query ``i`` to the keys, opacity by weight; its strongest
-    key should be ``j + 1``, whose value ``B`` becomes the prediction for position
-    ``i + 1``. Arcs are drawn from the weights passed in, not from the rule.
+    Below the row, the first layer: the previous-token head's strongest arc into every
+    position up to ``i`` (the keys the query may read), so that position ``j + 1`` carries
+    the token before it, ``A``. Above the row, the second layer: the induction head's arcs
+    from query ``i`` to the keys, opacity by weight; its strongest key should be ``j + 1``,
+    whose value ``B`` becomes the prediction for position ``i + 1``. Arcs are drawn from the
+    weights passed in, not from the rule.
 
     Args:
         sequence: the ``t`` tokens, as strings; 2 to 32 of them.
@@ -1801,16 +1802,19 @@ def draw_induction_circuit(
     box = min(spacing * 0.85, 0.3)
     with _figure(width, height) as (fig, ax):
         xs = [0.25 + (i + 0.5) * spacing for i in range(t)]
-        for i in range(1, t):
+        # The first layer's arcs into the keys the query may read (positions up to it); an
+        # arc is at most about 0.35 inches deep, so that long ones stay clear of the text.
+        for i in range(1, query + 1):
             j = int(prev[i].argmax())
             if j == i:
                 continue
+            chord = abs(xs[i] - xs[j])
             _arrow(
                 ax,
                 (xs[j], base - box / 2 - 0.25),
                 (xs[i], base - box / 2 - 0.25),
                 colour=HEAD_COLOURS[0],
-                rad=0.5 if j < i else -0.5,
+                rad=math.copysign(min(0.5, 0.7 / chord), i - j),
                 alpha=max(float(prev[i, j]), 0.15),
                 lw=2.2 if i == source + 1 else 1.0,
             )
@@ -1855,7 +1859,7 @@ def draw_induction_circuit(
         ax.text(
             0.1,
             height - 0.25,
-            f'layer 2, induction head: query {query} ("{sequence[query]}") attends most to '
+            f'second layer, induction head: query {query} ("{sequence[query]}") attends most to '
             f'key {target} ("{sequence[target]}"),\nwhich followed the earlier '
             f'"{sequence[query]}" at position {source}',
             fontsize=_FONT_PT,
@@ -1874,7 +1878,8 @@ def draw_induction_circuit(
         ax.text(
             0.1,
             0.4,
-            "layer 1, previous-token head: the strongest key of each query,\nso that "
+            "first layer, previous-token head: the strongest key of each position up to the "
+            "query,\nso that "
             f'position {source + 1} carries "{sequence[source]}", the token before it',
             fontsize=_FONT_PT,
             va="center",
