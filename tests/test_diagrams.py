@@ -268,7 +268,7 @@ def test_strided_read_tells_whether_view_can_follow() -> None:
 
 
 def test_induction_circuit_names_the_token_to_predict() -> None:
-    sequence = ["3", "14", "7", "1", "9", "3", "14", "7"]
+    sequence = ["3", "14", "7", "1", "9", "3", "14", "7", "1"]
     t = len(sequence)
     previous = torch.zeros(t, t)
     previous[0, 0] = 1.0
@@ -276,11 +276,14 @@ def test_induction_circuit_names_the_token_to_predict() -> None:
     induction = torch.eye(t)
     induction[7] = 0.0
     induction[7, 3] = 1.0  # query 7 ("7") attends to key 3 ("1"), after the earlier "7"
-    texts = " ".join(
-        all_texts(diagrams.draw_induction_circuit(sequence, previous, induction, query=7))
-    )
+    fig = diagrams.draw_induction_circuit(sequence, previous, induction, query=7)
+    texts = " ".join(all_texts(fig))
     assert 'key 3 ("1")' in texts and 'earlier "7" at position 2' in texts
     assert 'predict "1" at position 8' in texts
+    # The first layer's arcs into positions 1 to 7, the keys query 7 may read (not 8); the
+    # second layer's single arc, from query 7 to key 3.
+    assert len(arrows(fig, to_hex(HEAD_COLOURS[0]))) == 7
+    assert len(arrows(fig, to_hex(HEAD_COLOURS[1]))) == 1
 
 
 def test_kv_cache_counts_the_keys_and_values_computed() -> None:
