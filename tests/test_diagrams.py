@@ -230,18 +230,27 @@ def lines(fig: Figure) -> list[Line2D]:
     return [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 2]
 
 
+def line_alphas(fig: Figure) -> dict[str, list[float]]:
+    """The opacity of every line of a line view, by the colour of its head."""
+    found: dict[str, list[float]] = {}
+    for collection in fig.axes[0].collections:
+        for red, green, blue, alpha in collection.get_colors():
+            found.setdefault(to_hex((red, green, blue)), []).append(round(float(alpha), 6))
+    return found
+
+
 def test_line_view_draws_a_line_per_weight_with_its_opacity() -> None:
     # One head looking at itself, one spreading evenly over the first two keys.
     eye = torch.eye(3)
     even = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0]])
     fig = diagrams.plot_attention_lines(torch.stack((eye, even)), ["a", "b", "c"])
-    drawn = lines(fig)
-    assert len(drawn) == 3 + 5
-    by_head = {to_hex(colour): [] for colour in HEAD_COLOURS[:2]}
-    for line in drawn:
-        by_head[to_hex(line.get_color())].append(line.get_alpha())
+    by_head = line_alphas(fig)
+    assert sorted(by_head) == sorted(to_hex(colour) for colour in HEAD_COLOURS[:2])
     assert sorted(by_head[to_hex(HEAD_COLOURS[0])]) == [1.0, 1.0, 1.0]
     assert sorted(by_head[to_hex(HEAD_COLOURS[1])]) == [0.5, 0.5, 0.5, 0.5, 1.0]
+    # Each line joins a query on the left to a key on the right: eye's lines are level.
+    segments = fig.axes[0].collections[0].get_segments()
+    assert all(start[1] == end[1] and start[0] < end[0] for start, end in segments)
     assert {"head 0", "head 1", "a", "b", "c"} <= set(all_texts(fig))
     # One head as (t, s), cross-attention labels, named panels.
     fig = diagrams.plot_attention_lines(
@@ -251,7 +260,7 @@ def test_line_view_draws_a_line_per_weight_with_its_opacity() -> None:
         head_names=["cross"],
         title="French to English",
     )
-    assert len(lines(fig)) == 6
+    assert sum(len(alphas) for alphas in line_alphas(fig).values()) == 6
     assert {"le", "chat", "the", "black", "cat", "cross", "French to English"} <= set(
         all_texts(fig)
     )
