@@ -379,6 +379,20 @@ BAD: list[tuple[Callable[[], object], type[Exception], str]] = [
         r"w_key: expected the shape of w_query",
     ),
     (
+        lambda: diagrams.draw_projections(
+            inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 9)
+        ),
+        ValueError,
+        r"w_value: expected at most 8 columns to draw legibly, got 9",
+    ),
+    (
+        lambda: diagrams.draw_projections(
+            torch.rand(6, 9), torch.rand(9, 2), torch.rand(9, 2), torch.rand(9, 2)
+        ),
+        ValueError,
+        r"inputs: expected at most 8 columns to draw legibly, got 9",
+    ),
+    (
         lambda: diagrams.draw_projections(inputs(), torch.rand(3, 2), None, torch.rand(3, 2)),
         TypeError,
         r"w_key: expected a torch.Tensor",

@@ -219,7 +219,9 @@ def _check_tokens_axis(name: str, x: torch.Tensor, size: int, up_to: int) -> Non
         )
 
 
-def _check_weights(name: str, weights: object, ranks: Sequence[int], shapes: Sequence[str]):
+def _check_weights(
+    name: str, weights: object, ranks: Sequence[int], shapes: Sequence[str]
+) -> torch.Tensor:
     """A floating tensor of probabilities: finite, in [0, 1]; returned on the CPU."""
     weights = check_tensor(name, weights, ranks=ranks, shape_names=shapes)
     if weights.shape[-1] == 0 or weights.numel() == 0:
@@ -634,12 +636,13 @@ def draw_projections(
             f"w_key: expected the shape of w_query {tuple(weights['w_query'].shape)} so that "
             f"queries and keys can be dotted, got {tuple(weights['w_key'].shape)}"
         )
-    sizes = [d_in, *(w.shape[1] for w in weights.values())]
-    if max(sizes) > 8:
-        raise ValueError(
-            f"w_query: expected at most 8 features per matrix to draw legibly, got "
-            f"{max(sizes)}; draw a small example"
-        )
+    sizes = {"inputs": d_in, **{name: w.shape[1] for name, w in weights.items()}}
+    for name, size in sizes.items():
+        if size > 8:
+            raise ValueError(
+                f"{name}: expected at most 8 columns to draw legibly, got {size}; draw a "
+                f"small example"
+            )
     x = inputs.detach().to("cpu", torch.float32)
     products = {
         "query": x @ weights["w_query"],  # (t, d_in) @ (d_in, d_out) -> (t, d_out)
