@@ -89,3 +89,14 @@ def test_no_page_reaches_for_the_network_or_raises_offline() -> None:
     reports = browser_reports()
     assert [(r["page"], url) for r in reports for url in r["external"]] == []
     assert [(r["page"], error) for r in reports for error in r["errors"]] == []
+
+
+@pytest.mark.parametrize("path", chapter_notebooks(), ids=lambda path: path.stem)
+def test_live_code_says_it_needs_the_network(path: Path) -> None:
+    (report,) = [
+        r
+        for r in browser_reports()
+        if r["page"] == f"book/{path.stem}.html" and r["mode"] == "light"
+    ]
+    # The button was pressed with the network off: the page says why nothing starts.
+    assert "Live code needs an internet connection" in report["live_code"]

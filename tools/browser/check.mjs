@@ -91,6 +91,17 @@ async function check(name, mode) {
   // The theme re-measures which code blocks scroll 300 ms after it is asked to.
   await page.waitForTimeout(600);
   const opened = await audit(page);
+  // Live code (Thebe) needs the network: pressing its button must leave the page working and
+  // say so, not fail silently.
+  const reached = [...external];
+  let liveCode = null;
+  if (mode === "light" && (await page.locator("button.btn-launch-thebe").count()) > 0) {
+    await page.evaluate(() => document.querySelector("button.btn-launch-thebe").click());
+    await page.waitForTimeout(2000);
+    liveCode = await page.evaluate(() =>
+      [...document.querySelectorAll(".thebe-launch-button")].map((b) => b.innerText).join(" "),
+    );
+  }
   await context.close();
   return {
     page: name,
@@ -99,8 +110,9 @@ async function check(name, mode) {
     typeset,
     math: seen.math,
     raw_math: ["\\(", "\\)", "\\[", "\\]", "$$"].filter((mark) => seen.text.includes(mark)),
-    external,
+    external: reached,
     errors,
+    live_code: liveCode,
     violations: [...closed, ...opened.filter((v) => !closed.some((c) => same(c, v)))],
   };
 }
