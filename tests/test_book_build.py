@@ -1,7 +1,8 @@
 """`jupyter-book build . -W` on a fresh clone, where `make student` has not run: the book's own
 configuration, extensions, templates and styles build a small book in a fresh folder with
 warnings as errors. The instructors' page then says how to get the student edition; once the
-zip exists, the next build links it and publishes it."""
+zip exists, the next build links it and publishes it. Marked `book`: it runs where the book's
+environment (jupyter-book) is installed, with the other checks of the book."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import yaml
 from book_info import ROOT, STUDENT_ZIP, student_edition_urls
 from bs4 import BeautifulSoup
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.book
 
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 

@@ -32,6 +32,7 @@ const browser = await chromium.launch({
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-dev-shm-usage", // containers often have a small /dev/shm
     // No network: every request that is not a local file goes to a closed port.
     "--proxy-server=127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
