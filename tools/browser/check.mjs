@@ -92,6 +92,7 @@ async function check(name, mode) {
   // The theme re-measures which code blocks scroll 300 ms after it is asked to.
   await page.waitForTimeout(600);
   const opened = await audit(page);
+  const openedText = await page.evaluate(() => document.body.innerText);
   // Live code (Thebe) needs the network: pressing its button must leave the page working and
   // say so, not fail silently.
   const reached = [...external];
@@ -110,7 +111,10 @@ async function check(name, mode) {
     theme: seen.theme,
     typeset,
     math: seen.math,
-    raw_math: ["\\(", "\\)", "\\[", "\\]", "$$"].filter((mark) => seen.text.includes(mark)),
+    // Solutions and hidden cells included: the text once everything is open.
+    raw_math: ["\\(", "\\)", "\\[", "\\]", "$$"].filter(
+      (mark) => seen.text.includes(mark) || openedText.includes(mark),
+    ),
     external: reached,
     errors,
     live_code: liveCode,
