@@ -85,7 +85,7 @@ prerequisites:
 
 # Notebooks are stored without outputs (tests/test_book_structure.py checks it).
 clear-outputs: $(STAMP)
-	$(BIN)/nbstripout book/*.ipynb
+	$(BIN)/nbstripout --keep-id book/*.ipynb
 
 clean:
 	rm -rf _build $(VENV) .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
