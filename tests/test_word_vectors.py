@@ -14,10 +14,10 @@ import io
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -1102,7 +1102,6 @@ def test_a_read_only_cache_serves_the_vectors_with_one_notice(dead_url: str, con
     # What the child would import lazily, imported now: it may not be able to read it.
     import requests  # noqa: F401
 
-    wv._import_pooch()
     folder = Path(tempfile.mkdtemp(prefix="read-only-cache-"))
     try:
         body = gzip.compress(("3 50\n" + stanford_rows()).encode("utf-8"), mtime=0)
@@ -1316,37 +1315,56 @@ def test_a_killed_download_leaves_a_temporary_file_that_the_next_call_removes(
     assert listing(tmp_path) == ["vectors.gz"]
 
 
-def _temporary_name(file_name: str, host: str, pid: int) -> str:
-    return f".{file_name}.{host}.{pid}.0123abcd.part"
+def _slow_download(
+    context: Any, server: LocalServer, folder: Path, route: str, file_name: str
+) -> tuple[Any, str]:
+    """Start, in a child process, a download of ``file_name`` that the server trickles; return
+    the child and the name of the one temporary file it made, once the server has sent bytes."""
+    before = set(listing(folder))
+    url = server.serve(route, PAYLOAD, trickle=0.01)
+    source = VectorSource(url, file_name, md5_of(PAYLOAD), len(PAYLOAD))
+    child = context.Process(target=_download_in_child, args=(source, str(folder)))
+    child.start()
+    give_up = time.monotonic() + 30
+    while not (set(listing(folder)) - before and server.sent[f"/{route}"] >= 10):
+        assert child.is_alive() and time.monotonic() < give_up, "the child never downloaded"
+        time.sleep(0.02)
+    (name,) = set(listing(folder)) - before
+    return child, name
 
 
 def test_temporary_files_are_removed_only_when_their_writer_is_gone(
     tmp_path: Path, server: LocalServer
 ) -> None:
-    source = served_source(server, "vectors.gz", PAYLOAD)
-    host = wv._host()
-    finished = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    dead_pid = int(finished.stdout)
-    hour_ago = time.time() - 2 * 3600
-    names = {
-        "dead-here": _temporary_name("vectors.gz", host, dead_pid),
-        "alive-here": _temporary_name("vectors.gz", host, os.getpid()),
-        "elsewhere-recent": _temporary_name("vectors.gz", "another-machine", 12345),
-        "elsewhere-idle": _temporary_name("vectors.gz", "another-machine", 12346),
-        "other-file": _temporary_name("other.gz", host, dead_pid),
-        "not-ours": "tmpabcd1234",
-    }
-    for name in names.values():
-        (tmp_path / name).write_bytes(b"partial")
-    os.utime(tmp_path / names["elsewhere-idle"], (hour_ago, hour_ago))
-    download(source, tmp_path, progress=False)
-    kept = {key for key, name in names.items() if (tmp_path / name).exists()}
-    assert kept == {"alive-here", "elsewhere-recent", "other-file", "not-ours"}
+    # Real writers: child processes downloading from a server that trickles, two of them
+    # killed, one still running, then a download in this process, which sweeps the folder.
+    context = fork_context()
+    (tmp_path / "tmpabcd1234").write_bytes(b"partial")  # not the loader's
+    children: dict[str, tuple[Any, str]] = {}
+    try:
+        children["other-file"] = _slow_download(context, server, tmp_path, "o.gz", "other.gz")
+        children["dead-here"] = _slow_download(context, server, tmp_path, "d.gz", "vectors.gz")
+        children["alive-here"] = _slow_download(context, server, tmp_path, "a.gz", "vectors.gz")
+        for key in ["other-file", "dead-here"]:
+            os.kill(children[key][0].pid, signal.SIGKILL)
+            children[key][0].join(timeout=30)
+        fast = VectorSource(server.serve("fast.gz", PAYLOAD), "vectors.gz", md5_of(PAYLOAD), 3072)
+        assert download(fast, tmp_path, progress=False).read_bytes() == PAYLOAD
+        kept = {key for key, (_, name) in children.items() if (tmp_path / name).exists()}
+        assert kept == {"alive-here", "other-file"}
+        assert (tmp_path / "tmpabcd1234").exists()
+        # Once its writer is gone, the file of the writer that was alive goes too.
+        os.kill(children["alive-here"][0].pid, signal.SIGKILL)
+        children["alive-here"][0].join(timeout=30)
+        (tmp_path / "vectors.gz").unlink()
+        assert download(fast, tmp_path, progress=False).read_bytes() == PAYLOAD
+        expected = {children["other-file"][1], "tmpabcd1234", "vectors.gz"}
+        assert set(listing(tmp_path)) == expected
+    finally:
+        for child, _ in children.values():
+            if child.is_alive():
+                child.kill()
+            child.join(timeout=30)
 
 
 def test_an_old_fixed_name_part_file_of_the_parsed_copy_is_removed(tmp_path: Path) -> None:
@@ -1568,6 +1586,32 @@ def test_offline_rejects_other_values_with_a_clear_error(
     # Not a reason to fall back to the stand-in: the setting itself is wrong.
     with pytest.raises(ValueError, match=rf"^{OFFLINE_ENV}: expected .*got {value!r}"):
         load_glove(50, standin_words=["the"], cache=tmp_path, progress=False)
+    assert server.total_hits == 0
+
+
+@pytest.mark.parametrize("how", ["download", "GloVe with the file at hand", "cached download"])
+def test_an_unrecognised_offline_value_is_refused_naming_every_accepted_one(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # "maybe" neither allows nor forbids downloads; it is refused wherever the variable is
+    # read, even where the vectors are at hand and nothing would be downloaded.
+    monkeypatch.setenv(OFFLINE_ENV, "maybe")
+    source = served_source(server, "vectors.gz", PAYLOAD)
+    with pytest.raises(ValueError) as caught:
+        if how == "download":
+            download(source, tmp_path, progress=False)
+        elif how == "cached download":
+            (tmp_path / "vectors.gz").write_bytes(PAYLOAD)
+            download(source, tmp_path, progress=False)
+        else:
+            write_text(tmp_path / "glove.6B.50d.txt", stanford_rows())
+            GloVe("6B", 50, cache=tmp_path, progress=False)
+    message = str(caught.value)
+    assert message.startswith(f"{OFFLINE_ENV}: expected ")
+    assert "got 'maybe'" in message
+    accepted = message.split("expected ", 1)[1].split(", got")[0]
+    for word in ["1", "true", "yes", "on", "0", "false", "no", "off", "empty"]:
+        assert re.search(rf"\b{word}\b", accepted), word
     assert server.total_hits == 0
 
 

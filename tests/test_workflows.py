@@ -200,3 +200,38 @@ def test_no_machine_specific_paths_in_tracked_text() -> None:
         if re.search(r"(/home/|/Users/|/root/|C:\\\\Users)", text):
             offenders.append(path.name)
     assert offenders == []
+
+
+def test_student_edition_is_published_to_its_branch_with_least_privilege() -> None:
+    workflow = load("book.yml")
+    build, publish = workflow["jobs"]["build"], workflow["jobs"]["student-edition"]
+    branch = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"][
+        "student_edition_branch"
+    ]
+    # The build lays the branch out and hands it over as an artifact, from main only.
+    (layout,) = [s for s in build["steps"] if "tools/student_branch.py" in s.get("run", "")]
+    (upload,) = [s for s in build["steps"] if s.get("with", {}).get("name") == "student-edition"]
+    assert '--commit "$GITHUB_SHA"' in layout["run"]
+    assert upload["with"]["path"] in layout["run"]
+    for step in (layout, upload):
+        assert "refs/heads/main" in step["if"] and "pull_request" in step["if"]
+    # Only the publishing job may write, and it runs no code of the repository: no checkout,
+    # no install, only the files the build laid out.
+    assert publish["permissions"] == {"contents": "write"}
+    assert "build" not in build.get("permissions", {}) and "permissions" not in build
+    assert publish["needs"] == "build"
+    assert "refs/heads/main" in publish["if"] and "pull_request" in publish["if"]
+    uses = [s["uses"].split("@")[0] for s in publish["steps"] if "uses" in s]
+    assert uses == ["actions/download-artifact"]
+    assert publish["env"]["STUDENT_BRANCH"] == branch
+    runs = "\n".join(step.get("run", "") for step in publish["steps"])
+    assert "pip" not in runs and "python" not in runs and "make" not in runs
+    assert '"HEAD:refs/heads/$STUDENT_BRANCH"' in runs
+
+
+def test_published_book_is_checked_in_a_browser_that_must_be_there() -> None:
+    build = load("book.yml")["jobs"]["build"]
+    (check,) = [s for s in build["steps"] if s.get("run") == "python -m pytest -m book"]
+    # Named, the browser is required: the offline and accessibility checks fail without it
+    # instead of skipping (tests/book_info.py).
+    assert check["env"]["CHROMIUM"]

@@ -185,14 +185,14 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        weight = self.out_proj.weight  # fixes the expected dtype and device
+        layers = (self.W_query, self.W_key, self.W_value)
+        weight = layers[0].weight  # fixes the expected dtype and device
         x = check_input(x, self.d_in, self.context_length, like=weight)
         return_weights = check_return_weights(return_weights, self.fused)
         b, t, _ = x.shape
         h, d_h = self.num_heads, self.head_dim
         if self.fused:
             # One matmul for the three projections, as PyTorch's layers do.
-            layers = (self.W_query, self.W_key, self.W_value)
             qkv = packed_linear(x, layers)  # (b, t, 3 d_out)
             qkv = qkv.view(b, t, 3, h, d_h)  # (b, t, 3, h, d_h)
             queries, keys, values = qkv.permute(2, 0, 3, 1, 4).unbind(0)
