@@ -13,14 +13,15 @@
 4. Chapter 7: peak memory of the explicit, tiled and fused attention paths against t.
 
 Absolute times depend on the machine and on what else it is doing; the ratios, measured
-alternately in the same process (medians of interleaved repetitions), are what to compare.
+alternately in the same process (the best of interleaved repetitions: on a shared machine the
+fastest run is the one least disturbed by other processes, as Python's timeit advises), are
+what to compare.
 Run: python benchmarks/attention_paths.py [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from functools import partial
@@ -45,14 +46,15 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def interleaved_medians(
+def interleaved_best(
     first: Callable[[], object],
     second: Callable[[], object],
     device: torch.device,
     repeats: int,
     calls: int = 1,
 ) -> tuple[float, float]:
-    """Median seconds per call of each function, timed alternately so drifts affect both."""
+    """Best seconds per call of each function over ``repeats`` blocks of ``calls`` calls,
+    timed alternately so that drifts affect both."""
     for _ in range(2):  # warm-up: allocator caches, kernel selection
         first(), second()
     times: tuple[list[float], list[float]] = ([], [])
@@ -66,7 +68,7 @@ def interleaved_medians(
                 fn()
             _sync(device)
             bucket.append((time.perf_counter() - start) / calls)
-    return statistics.median(times[0]), statistics.median(times[1])
+    return min(times[0]), min(times[1])
 
 
 class LeanReference(nn.Module):
@@ -120,7 +122,7 @@ def compare_with_reference(
 
         return forward
 
-    t_ours, t_lean = interleaved_medians(run(ours), run(lean), device, repeats, calls)
+    t_ours, t_lean = interleaved_best(run(ours), run(lean), device, repeats, calls)
     kind = "fwd+bwd" if backward else "fwd"
     print(
         f"  {label} {kind}: fused {t_ours * 1e3:.3f} ms, reference {t_lean * 1e3:.3f} ms, "
@@ -166,7 +168,7 @@ def main() -> None:
     print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     inputs = torch.rand(48, 16)  # (t, d): small enough for the loops
-    loop, matrix = interleaved_medians(
+    loop, matrix = interleaved_best(
         lambda: simplified_attention_loop(inputs),
         lambda: simplified_attention(inputs),
         torch.device("cpu"),
@@ -191,7 +193,7 @@ def main() -> None:
 
     with torch.no_grad():
         same = torch.allclose(explicit(x), fused(x), atol=1e-4, rtol=1e-4)
-    t_explicit, t_fused = interleaved_medians(step(explicit), step(fused), device, args.repeats)
+    t_explicit, t_fused = interleaved_best(step(explicit), step(fused), device, args.repeats)
     print(
         f"chapter 4, b={b} t={t} d_out={d} h={h}, forward+backward: explicit "
         f"{t_explicit * 1e3:.1f} ms, fused {t_fused * 1e3:.1f} ms, "
