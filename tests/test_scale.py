@@ -385,6 +385,35 @@ def test_token_by_token_decoding_with_padding_equals_a_full_pass(fused: bool) ->
     torch.testing.assert_close(cached, full, **TOL)
 
 
+@pytest.mark.parametrize("num_kv_heads", [2, 1], ids=["mha", "gqa"])
+def test_decoding_one_token_passes_no_mask_so_the_flash_kernel_can_run(
+    num_kv_heads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch.manual_seed(11)
+    module = afs.GroupedQueryAttention(4, 4, 8, 0.0, 2, num_kv_heads, fused=True)
+    x = randn(2, 6, 4, seed=12)
+    with torch.no_grad():
+        full = module(x)
+    calls: list[dict] = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    with torch.no_grad():
+        cached = decode(module, x, [3, 1, 1, 1])  # a prompt of 3, then 1 at a time
+    torch.testing.assert_close(cached, full, **TOL)
+    assert [c["is_causal"] for c in calls] == [True, False, False, False]
+    assert all(c["attn_mask"] is None for c in calls)
+    # Two new tokens after cached ones still need the (t, s) causal rows.
+    calls.clear()
+    with torch.no_grad():
+        decode(module, x[:, :5], [3, 2])
+    assert calls[1]["is_causal"] is False and calls[1]["attn_mask"].shape == (2, 5)
+
+
 def test_cached_weights_cover_every_cached_token() -> None:
     torch.manual_seed(6)
     module = afs.CachedAttention(4, 4, 8, 0.0, num_heads=2)
@@ -702,6 +731,15 @@ def test_measure_peak_memory_counts_live_tensors_once() -> None:
         return b + 1  # b is alive, a is gone
 
     assert afs.measure_peak_memory(two_then_one) == 8000
+
+
+def test_measure_peak_memory_counts_views_of_earlier_tensors_as_nothing() -> None:
+    k = torch.zeros(4, 8, 16)  # 2048 bytes that exist before the call
+    assert afs.measure_peak_memory(lambda: k.transpose(-2, -1)) == 0
+    assert afs.measure_peak_memory(lambda: k[:, :2].unsqueeze(0)) == 0  # a view of a view
+    assert afs.measure_peak_memory(lambda: k.add_(1)) == 0  # in place: no new storage
+    assert afs.measure_peak_memory(lambda: k.transpose(-2, -1).contiguous()) == 2048
+    assert afs.measure_peak_memory(lambda: torch.cat([k, k])) == 4096
 
 
 def test_measure_peak_memory_says_what_is_missing_if_torch_moves_its_dispatch_mode(

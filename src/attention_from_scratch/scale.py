@@ -244,7 +244,10 @@ class CachedAttention(MultiHeadAttention):
         # True where a query may not look: the future of query i, which sits
         # at position past + i, and with a padding mask every padded key.
         future = self.mask[past:s, :s]  # (t, s)
-        hidden = future if past > 0 else None  # None: the kernels' own mask
+        # None: the kernels' own causal mask (no cache), or nothing to hide
+        # (one new token, t = 1, sees every cached key): no mask tensor, so
+        # the flash kernel stays usable while decoding.
+        hidden = future if past > 0 and t > 1 else None
         empty = None
         if key_padding_mask is not None:
             padded = key_padding_mask[:, None, None, :]  # (b, 1, 1, s)
@@ -295,7 +298,9 @@ class CachedAttention(MultiHeadAttention):
             values: ``(b, h, s, d_h)``.
             hidden: ``True`` where a query must not see a key, ``(t, s)`` or
                 ``(b, 1, t, s)``; ``None`` for the causal mask alone
-                (``s == t``), which the fused kernels apply without a mask.
+                (``s == t``), which the fused kernels apply without a mask,
+                or for a single query (``t == 1``, the newest token), which
+                sees every key.
 
         Returns:
             ``(context, weights)``: ``(b, h, t, d_h)`` and ``(b, h, t, s)``,
@@ -309,7 +314,9 @@ class CachedAttention(MultiHeadAttention):
                 values,
                 attn_mask=None if hidden is None else ~hidden,  # ~: allowed
                 dropout_p=p,
-                is_causal=hidden is None,
+                # With t = 1 no key is in the future (and SDPA's causal mask
+                # would align it with key 0, not with the newest key).
+                is_causal=hidden is None and queries.shape[2] > 1,
                 enable_gqa=keys.shape[1] != queries.shape[1],
             )  # (b, h, t, d_h)
             return context, None
@@ -696,8 +703,10 @@ def measure_peak_memory(
     its public profiler (``torch.profiler.profile(profile_memory=True)``)
     records the memory of each operation only as a net change once it ends,
     so it cannot say when the tensors of a computation are alive at the same
-    time. Here every tensor that an operation creates during the call is
-    counted while a Python object still refers to its storage, through a
+    time. Here every storage that an operation allocates during the call is
+    counted while a Python object still refers to it (a view of a tensor
+    that existed before the call, such as ``k.transpose(-2, -1)``, counts
+    nothing), through a
     ``TorchDispatchMode`` (``torch.utils._python_dispatch``, the one private
     torch module the package uses, imported in one place; if a torch release
     moves it, this function raises a ``RuntimeError`` saying so). This is exact
@@ -753,11 +762,22 @@ class _LiveTensors(_TorchDispatchMode):
             self.current -= self.sizes.pop(key)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        # Storages the operation read: an output sharing one of them is a
+        # view (or an in-place result) of its input, not new memory. If that
+        # input existed before the call, its storage is not counted at all.
+        inputs = {
+            x.untyped_storage().data_ptr()
+            for x in _tensors((*args, *kwargs.values()))
+            if x.device.type != "meta"
+        }
         for x in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(x, torch.Tensor) and x.device.type != "meta":
                 storage = x.untyped_storage()
                 key = storage.data_ptr()
+                if key in inputs and key not in self.refs:
+                    continue  # a view of memory that existed before the call
                 if key not in self.refs:
                     # A view shares its base's storage, so it adds nothing.
                     self.refs[key] = 0
@@ -767,6 +787,18 @@ class _LiveTensors(_TorchDispatchMode):
                 self.refs[key] += 1
                 weakref.finalize(x, self._release, key)
         return out
+
+
+def _tensors(items: Sequence[object]) -> list[torch.Tensor]:
+    """The tensors among ``items``, looking one level into lists and tuples
+    (how operations receive a list of tensors, e.g. ``torch.cat``)."""
+    found = []
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (list, tuple)):
+            found.extend(x for x in item if isinstance(x, torch.Tensor))
+    return found
 
 
 class CachedCausalModel(TinyCausalModel):
