@@ -122,6 +122,7 @@ def test_the_csv_has_the_documented_columns(fixture_grades: Path) -> None:
         "possible",
         "status",
         "notes",
+        "isolation",
     ]
 
 
