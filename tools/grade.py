@@ -31,6 +31,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -162,6 +163,22 @@ def _score(item: Any, exercise: Any) -> tuple[dict[str, Any] | None, str]:
     if expected and not error:
         return None, f"results missing checks of {exercise.label}"
     return {"earned": earned, "possible": exercise.points, "checks": checks, "error": error}, ""
+
+
+def _tail(path: Path, size: int = 4096) -> str:
+    """The end of a file the kernel could write, never following a link it may have put there."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return ""
+        end = os.lseek(handle, 0, os.SEEK_END)
+        os.lseek(handle, max(0, end - size), os.SEEK_SET)
+        return os.read(handle, size).decode(errors="replace")
+    finally:
+        os.close(handle)
 
 
 class _Bounded:
@@ -297,8 +314,7 @@ def grade_notebook(path: Path, config: dict[str, Any]) -> dict[str, Any]:
             result["status"] = "kernel died"
         except Exception as error:  # e.g. the kernel could not start
             result["status"] = "not run"
-            log = workdir / "kernel.log"
-            lines = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
+            lines = _tail(workdir / "kernel.log").strip().splitlines()
             result["notes"] = (lines[-1] if lines else f"{type(error).__name__}: {error}")[:200]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -322,8 +338,10 @@ def grade_notebook(path: Path, config: dict[str, Any]) -> dict[str, Any]:
                 findings.append("the grader's check cell did not report")
             continue
         report = lines[0] or {}
-        findings += [str(f)[:120] for f in report.get("findings", [])][:10]
-        prints = report.get("fingerprints", {})
+        reported = report.get("findings")
+        findings += [str(f)[:120] for f in reported][:10] if isinstance(reported, list) else []
+        prints = report.get("fingerprints")
+        prints = prints if isinstance(prints, dict) else {}
         for key, value in baseline.get("fingerprints", {}).items():
             if prints.get(key) != value:
                 findings.append(f"{key} changed")
@@ -444,6 +462,13 @@ def sandbox_command(workdir: Path, config: dict[str, Any]) -> list[str]:
             argv += ["--symlink", os.readlink(system), str(system)]
         elif system.is_dir():
             argv += ["--ro-bind", str(system), str(system)]
+    # Secrets a kernel run by root could read in /etc: hidden behind empty files and folders.
+    for secret in ("shadow", "gshadow", "shadow-", "gshadow-"):
+        if Path("/etc", secret).is_file():
+            argv += ["--ro-bind", "/dev/null", f"/etc/{secret}"]
+    for secret in ("ssh", "ssl/private"):
+        if Path("/etc", secret).is_dir():
+            argv += ["--tmpfs", f"/etc/{secret}"]
     bound: list[Path] = [Path("/", n) for n in ("usr", "etc", "opt")]
     for path in sorted(set(_readable_paths(config)), key=lambda p: len(p.parts)):
         if not any(path == b or b in path.parents for b in bound):

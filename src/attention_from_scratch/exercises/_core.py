@@ -689,8 +689,17 @@ _WATCHED = [
     "torch.nn.functional",
     "torch.random",
 ]
-# What the kernel itself sets anew for each cell it runs, or after a cell raised.
-_PER_CELL = ("input", "excepthook", "displayhook", "last_type", "last_value", "last_exc")
+# What the kernel itself sets anew for each cell it runs, or after a cell raised, and what
+# torch rewraps itself once its compiler is imported (torch.manual_seed).
+_PER_CELL = (
+    "input",
+    "excepthook",
+    "displayhook",
+    "last_type",
+    "last_value",
+    "last_exc",
+    "manual_seed",
+)
 _SIMPLE = (type(None), bool, int, float, complex, str, bytes)
 
 
@@ -961,6 +970,23 @@ def _builtins_tampering(space: Any, where: str) -> list[str]:
     return found
 
 
+def _members(items: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Callables and classes with their code objects and members, by name."""
+    found: list[tuple[str, Any]] = []
+    for key, value in items:
+        if isinstance(value, types.ModuleType) or not callable(value):
+            continue
+        found.append((key, value))
+        found.append((key + ".__code__", getattr(value, "__code__", None)))
+        if isinstance(value, type) and value.__module__.startswith("attention_from_scratch"):
+            for member, item in vars(value).items():
+                if not (callable(item) or isinstance(item, property)):
+                    continue
+                found.append((f"{key}.{member}", item))
+                found.append((f"{key}.{member}.__code__", getattr(item, "__code__", None)))
+    return found
+
+
 def _fingerprint(items: Iterable[tuple[str, Any]]) -> int:
     return hash(tuple(sorted((str(key), id(value)) for key, value in items)))
 
@@ -977,8 +1003,19 @@ def _fingerprints() -> dict[str, int]:
             if not key.startswith("_") and callable(value) and key not in _PER_CELL
         )
     prints["sys.modules"] = _fingerprint((name, modules.get(name)) for name in _WATCHED)
-    for cls in (torch.Tensor, torch.nn.Module, torch.nn.Linear, type(sys.stdout)):
+    for cls in (torch.Tensor, torch.nn.Module, type(sys.stdout)):
         prints[cls.__qualname__] = _fingerprint(vars(cls).items())
+    layers = [v for v in vars(torch.nn).values() if isinstance(v, type)]
+    prints["torch.nn's classes"] = _fingerprint(
+        (f"{cls.__qualname__}.{key}", value)
+        for cls in layers
+        for key, value in vars(cls).items()
+        if callable(value) or isinstance(value, property)
+    )
+    # The course package: its functions (and their code) and classes (and their members).
+    for name, module in list(modules.items()):
+        if name.split(".")[0] == "attention_from_scratch" and not _ours(name):
+            prints[name] = _fingerprint(_members(vars(module).items()))
     prints["sys.stdout"] = _fingerprint(
         [("stdout", sys.stdout), ("print", print), ("dumps", json.dumps)]
     )
@@ -995,5 +1032,19 @@ def _fingerprints() -> dict[str, int]:
         hooks.append(("class", type(shell)))
         for name in ("run_cell", "run_cell_async", "transform_cell", "run_ast_nodes", "run_code"):
             hooks += [(name, getattr(type(shell), name, None)), (name + "!", vars(shell).get(name))]
+    kernel = getattr(shell, "kernel", None)
+    if kernel is not None:
+        hooks.append(("kernel", type(kernel)))
+        hooks += [(f"handler {k}", v) for k, v in getattr(kernel, "shell_handlers", {}).items()]
+        session = getattr(kernel, "session", None)
+        hooks += [
+            ("session", type(session)),
+            ("send", getattr(session, "__dict__", {}).get("send")),
+        ]
+        for name in ("do_execute", "execute_request", "send_response"):
+            hooks += [
+                (name, getattr(type(kernel), name, None)),
+                (name + "!", vars(kernel).get(name)),
+            ]
     prints["the kernel's input hooks"] = _fingerprint(hooks)
     return prints
