@@ -2,8 +2,9 @@
 
 One folder mixes honest notebooks of the made-up chapter 0 with hostile ones (rewriting a
 classmate, forging full marks in seven ways, writing into the instructor's files, leaving a
-process behind, reaching a server on 127.0.0.1); it is graded once, in the sandbox, and
-every test below reads that one run (marked slow: about two minutes on two cores).
+process behind, reaching a server on 127.0.0.1, flooding its output); it is graded once, in
+the sandbox, and every test below reads that one run (marked slow: a few minutes on two
+cores).
 """
 
 from __future__ import annotations
@@ -162,6 +163,15 @@ doubled = base * 2
 """
 
 
+# Sends the grader 40 MiB of output, beyond the 32 MiB it keeps, then answers honestly.
+FLOODER = """
+import sys
+for _ in range(40):
+    sys.stdout.write("x" * 2**20 + "\\n")
+doubled = base * 2
+"""
+
+
 def caller(port: int) -> str:
     """Try to reach the test's server on 127.0.0.1, then answer honestly."""
     return f"""
@@ -235,6 +245,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, server: int) -> Iterator[d
     write_fixture(folder / "ab_intruder.ipynb", double=intruder(folder, hidden, home_file))
     write_fixture(folder / "ac_lingerer.ipynb", double=LINGERER)
     write_fixture(folder / "ad_caller.ipynb", double=caller(server))
+    write_fixture(folder / "ae_flooder.ipynb", double=FLOODER)
     for name, code in FORGERS.items():
         answer = "" if "doubled =" in code else WRONG
         write_fixture(folder / f"{name}.ipynb", double=code + answer)
@@ -312,6 +323,14 @@ def test_no_process_of_a_submission_outlives_its_grading(hostile: dict[str, Any]
 def test_a_submission_reaches_no_network(hostile: dict[str, Any]) -> None:
     assert Recorder.hits == []
     assert hostile["csv"]["ad_caller.ipynb"]["total"] == "5"
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_output_beyond_the_budget_is_dropped_and_counted(hostile: dict[str, Any]) -> None:
+    row = hostile["csv"]["ae_flooder.ipynb"]
+    assert (row["total"], row["status"]) == ("5", "ok")
+    assert "dropped" in row["notes"]
 
 
 @pytest.mark.slow

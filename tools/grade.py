@@ -195,9 +195,13 @@ class _Bounded:
         if size <= self.left:
             self.left -= size
             return True
-        if msg.get("msg_type") == "stream" and "GRADER-" in str(content.get("text", ""))[:200]:
-            return True
         self.dropped += 1
+        text = content.get("text") if msg.get("msg_type") == "stream" else None
+        if isinstance(text, str) and "GRADER-" in text:
+            # Keep the grader's own lines, which may arrive in one message with the flood.
+            lines = [line for line in text.splitlines() if line.startswith("GRADER-")]
+            content["text"] = "".join(line[: 2**20] + "\n" for line in lines[:4])
+            return True
         return False
 
 
