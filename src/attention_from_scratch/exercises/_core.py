@@ -13,8 +13,8 @@ Each exercise is declared once, in the module of its chapter (``exercises/chN.py
 A check is a function whose arguments are looked up by name in the notebook's namespace. It
 passes when it returns without raising. A missing name, an answer still ``...`` or any
 exception makes it fail with its hint. The book's exercise cells call :func:`check`; the
-grader (``tools/grade.py``) calls :func:`report_for_grader`, which also runs the checks that
-instructors keep hidden in ``grading/hidden/chN.py``.
+grader (``tools/grade.py``) calls :func:`grader_check` in a fresh copy of this module, which
+also runs the checks that instructors keep hidden in ``grading/hidden/chN.py``.
 """
 
 from __future__ import annotations
