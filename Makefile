@@ -73,12 +73,16 @@ student: $(STAMP)
 	$(BIN)/python tools/student_edition.py
 	@echo "The student edition is in _build/student (hand out attention-from-scratch-student.zip)."
 
-# Grade a folder of submitted notebooks: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2].
+# Grade a folder of submitted notebooks, each kernel in its own bubblewrap sandbox (Linux):
+# make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none].
+# SANDBOX=none grades without isolation, for a class you trust; every row then says so.
 TIMEOUT ?= 600
 WORKERS ?= 2
+MEMORY ?= 8
+SANDBOX ?= bwrap
 grade: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2]"; exit 2; }
-	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none]"; exit 2; }
+	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS) --memory $(MEMORY) --sandbox $(SANDBOX)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_paths.py

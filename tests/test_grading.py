@@ -31,6 +31,9 @@ from make_fixture import write_fixture  # noqa: E402
 from attention_from_scratch.exercises import all_exercises, load_hidden  # noqa: E402
 
 CHAPTERS = student_edition.chapter_notebooks(ROOT)
+# Each kernel in its sandbox where bubblewrap runs (Linux); elsewhere (macOS and Windows CI)
+# without isolation. tests/test_grading_sandbox.py tests the sandbox itself.
+SANDBOX = "bwrap" if grade.sandbox_problem() is None else "none"
 MUTATED = "mutated.ipynb"
 
 
@@ -58,6 +61,7 @@ def fixture_grades(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "broken.ipynb").write_text("{ this is not json")
     grade.grade_folder(
         folder,
+        sandbox=SANDBOX,
         timeout=20,
         workers=2,
         hidden_dir=FIXTURES / "hidden",
@@ -122,6 +126,7 @@ def test_the_csv_has_the_documented_columns(fixture_grades: Path) -> None:
         "possible",
         "status",
         "notes",
+        "isolation",
     ]
 
 
@@ -144,7 +149,12 @@ def test_the_submission_files_are_left_untouched(tmp_path: Path) -> None:
     path = write_fixture(tmp_path / "a.ipynb", double="doubled = base * 2\nopen('x', 'w')\n")
     before = path.read_bytes()
     grade.grade_folder(
-        tmp_path, timeout=20, workers=1, hidden_dir=None, check_files=[FIXTURES / "ch0.py"]
+        tmp_path,
+        timeout=20,
+        workers=1,
+        hidden_dir=None,
+        check_files=[FIXTURES / "ch0.py"],
+        sandbox=SANDBOX,
     )
     assert path.read_bytes() == before
     # The file the submission wrote landed in its temporary copy, not next to it.
@@ -193,7 +203,7 @@ def chapter_grades(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mutated = dict(zip(("wrong", "raising"), mutate(nb), strict=True))
         mutated["source"] = source.name
         nbformat.write(nb, folder / MUTATED)
-    rows = grade.grade_folder(folder, timeout=600, workers=2)
+    rows = grade.grade_folder(folder, timeout=600, workers=2, sandbox=SANDBOX)
     return {
         "rows": {row["submission"]: row for row in rows},
         "csv": read_csv(folder / "grades.csv"),

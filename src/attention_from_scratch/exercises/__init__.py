@@ -22,7 +22,6 @@ from ._core import (
     load_chapter,
     load_check_file,
     load_hidden,
-    report_for_grader,
     run_checks,
 )
 
@@ -41,6 +40,5 @@ __all__ = [
     "load_chapter",
     "load_check_file",
     "load_hidden",
-    "report_for_grader",
     "run_checks",
 ]

@@ -13,8 +13,8 @@ Each exercise is declared once, in the module of its chapter (``exercises/chN.py
 A check is a function whose arguments are looked up by name in the notebook's namespace. It
 passes when it returns without raising. A missing name, an answer still ``...`` or any
 exception makes it fail with its hint. The book's exercise cells call :func:`check`; the
-grader (``tools/grade.py``) calls :func:`report_for_grader`, which also runs the checks that
-instructors keep hidden in ``grading/hidden/chN.py``.
+grader (``tools/grade.py``) calls :func:`grader_check` in a fresh copy of this module, which
+also runs the checks that instructors keep hidden in ``grading/hidden/chN.py``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import pkgutil
 import re
 import sys
 import textwrap
+import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ from typing import Any, TypeVar
 
 import torch
 
+# The package of the checks, named in full: the grader also runs a fresh copy of this module
+# under another name (see "The grader's side" below).
+PACKAGE = "attention_from_scratch.exercises"
 LABEL_PATTERN = re.compile(r"^ch(\d+)-ex-[a-z0-9]+(?:-[a-z0-9]+)*$")
 # Printed lines stay within the book's 79 columns.
 WIDTH = 79
@@ -410,7 +414,7 @@ def load_chapter(chapter: int) -> list[Exercise]:
         Its exercises in the order they were declared (an empty list if it has none, or if
         it has no module).
     """
-    name = f"{__package__}.ch{chapter}"
+    name = f"{PACKAGE}.ch{chapter}"
     if name not in sys.modules:
         with contextlib.suppress(ModuleNotFoundError):
             importlib.import_module(name)
@@ -611,48 +615,436 @@ def check(label: str, namespace: Mapping[str, Any] | None = None) -> ExerciseRes
     return result
 
 
-def report_for_grader(
-    labels: Iterable[str],
+# ------------------------------------------------------------------------ the grader's side
+#
+# `tools/grade.py` runs a submission in a kernel that the submission's own code controls, so
+# nothing the submission could have changed is trusted when an exercise is checked:
+#
+# - before any of its cells, `grader_setup` loads the checks into the kernel and prints
+#   fingerprints of what the checks rely on (torch, the standard library, builtins, the
+#   kernel's output stream and input hooks) behind a marker that only that cell knew;
+# - each check cell loads a fresh copy of this module from its read-only file and calls its
+#   `grader_check`: it builds fresh copies of the exercises' modules, runs those (not the
+#   ones the submission could reach), compares every function, class and registry entry the
+#   submission could reach with the fresh copies, checks the builtins, and prints the
+#   results, what differed, and the fingerprints again, behind that cell's own marker.
+#
+# The grader scores an exercise 0 and flags the row when anything differs, when a check
+# cell prints its marker twice or not at all, or when the results name other checks.
+
+_CHECK_FILES = "_attention_from_scratch_checks_"
+# Builtins the checks and this module call; each must still be the interpreter's own.
+_BUILTIN_FUNCTIONS = [
+    "__build_class__",
+    "__import__",
+    "abs",
+    "all",
+    "any",
+    "callable",
+    "compile",
+    "delattr",
+    "dir",
+    "eval",
+    "exec",
+    "format",
+    "getattr",
+    "globals",
+    "hasattr",
+    "hash",
+    "id",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "max",
+    "min",
+    "next",
+    "open",
+    "print",
+    "repr",
+    "round",
+    "setattr",
+    "sorted",
+    "sum",
+    "vars",
+]
+# Modules whose functions and classes the checks rely on, fingerprinted by identity.
+_WATCHED = [
+    "builtins",
+    "contextlib",
+    "copy",
+    "dataclasses",
+    "functools",
+    "importlib",
+    "importlib.util",
+    "inspect",
+    "json",
+    "math",
+    "re",
+    "sys",
+    "textwrap",
+    "types",
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.random",
+]
+# What the kernel itself sets anew for each cell it runs, or after a cell raised, and what
+# torch rewraps itself once its compiler is imported (torch.manual_seed).
+_PER_CELL = (
+    "input",
+    "excepthook",
+    "displayhook",
+    "last_type",
+    "last_value",
+    "last_exc",
+    "manual_seed",
+)
+_SIMPLE = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _ours(name: str) -> bool:
+    return name == PACKAGE or name.startswith(PACKAGE + ".") or name.startswith(_CHECK_FILES)
+
+
+def grader_setup(
     nonce: str,
+    chapters: Iterable[int],
     hidden_dir: str | None = None,
     check_files: Iterable[str] = (),
-    namespace: Mapping[str, Any] | None = None,
 ) -> None:
-    """Run public and hidden checks and print one JSON line for the grader.
+    """Load the checks of ``chapters`` and print the fingerprints of what they rely on.
 
-    The grader replaces each check cell of a submission with a call to this function, so
-    every exercise is checked right after its own cells ran. The line starts with a random
-    ``nonce`` chosen by the grader for this run, which the submission cannot know in advance.
+    The grader runs this in a submission's kernel before any of the submission's cells.
+
+    Introduced in chapter 1.
+
+    Args:
+        nonce: the marker that starts the printed line, chosen by the grader for this cell.
+        chapters: the chapters whose exercises the submission answers.
+        hidden_dir: the folder of hidden checks, or None.
+        check_files: extra files of checks to load first (used by tests).
+    """
+    error = ""
+    try:
+        for path in check_files:
+            load_check_file(path)
+        for chapter in chapters:
+            load_chapter(chapter)
+        if hidden_dir is not None:
+            load_hidden(hidden_dir, chapters)
+    except Exception as failure:  # report it: a broken hidden file must not look like 0 points
+        error = _one_line(f"{type(failure).__name__}: {failure}")
+    print(nonce + json.dumps({"error": error, "fingerprints": _fingerprints()}), flush=True)
+
+
+def grader_check(
+    labels: Iterable[str],
+    nonce: str,
+    hidden_dir: str | None,
+    check_files: Iterable[str],
+    namespace: Mapping[str, Any],
+) -> None:
+    """Check exercises with fresh checks and report what the submission changed.
+
+    The grader calls this in a fresh copy of this module, loaded from its file by the check
+    cell itself, so no function or class that the submission could reach takes part.
 
     Introduced in chapter 1.
 
     Args:
         labels: the exercises to check.
-        nonce: the marker that starts the printed line.
+        nonce: the marker that starts the printed line, known only to this cell.
         hidden_dir: the folder of hidden checks, or None.
-        check_files: extra files of checks to load first (used by tests).
-        namespace: the variables to check; by default the caller's globals.
+        check_files: extra files of checks (used by tests).
+        namespace: the notebook's variables.
     """
-    if namespace is None:
-        frame = inspect.currentframe()
-        caller = frame.f_back if frame is not None else None
-        namespace = caller.f_globals if caller is not None else vars(sys.modules["__main__"])
-        del frame, caller
     labels = list(labels)
-    results = []
-    load_error = ""
+    chapters = sorted({chapter_of(label) for label in labels})
+    error, findings, live = "", [], None
     try:
+        live, fresh = _load_fresh(chapters, hidden_dir, list(check_files))
+    except Exception as failure:  # report it: a broken hidden file must not look like 0 points
+        error = _one_line(f"{type(failure).__name__}: {failure}")
+    results = []
+    for label in labels:
+        if error:
+            result = ExerciseResult(label, error=f"loading checks failed: {error}")
+        else:
+            result = run_checks(label, namespace, hidden=True)
+        results.append(result.to_dict())
+    if live is not None:
+        try:
+            findings = _tampering(live, fresh, labels, namespace)
+        except Exception as failure:  # a comparison that raises was given something odd
+            findings = [_one_line(f"the checks could not be compared: {failure}", 100)]
+    report = {"results": results, "findings": findings, "fingerprints": _fingerprints()}
+    print(nonce + json.dumps(report), flush=True)
+
+
+def _load_fresh(
+    chapters: list[int], hidden_dir: str | None, check_files: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load fresh copies of the exercises' modules, bound to this module; return the modules
+    the kernel had before (by name) and the fresh ones (by file)."""
+    here = Path(__file__).parent
+    live = {name: module for name, module in sys.modules.items() if _ours(name)}
+    package = types.ModuleType(PACKAGE)
+    package.__path__ = [str(here)]
+    package.__file__ = str(here / "__init__.py")
+    for name, value in globals().items():
+        if not name.startswith("_"):  # the package re-exports public names of this module
+            setattr(package, name, value)
+    for name in live:
+        del sys.modules[name]
+    sys.modules[PACKAGE] = package
+    sys.modules[PACKAGE + "._core"] = sys.modules[__name__]
+    try:
+        for chapter in chapters:
+            path = here / f"ch{chapter}.py"
+            if path.is_file():
+                name = f"{PACKAGE}.ch{chapter}"
+                spec = importlib.util.spec_from_file_location(name, path)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
         for path in check_files:
             load_check_file(path)
         if hidden_dir is not None:
-            # No labels (the grader's first cell): load every chapter's hidden checks.
-            chapters = {chapter_of(label) for label in labels if LABEL_PATTERN.match(label)}
-            load_hidden(hidden_dir, chapters or None)
-    except Exception as error:  # report it: a broken hidden file must not look like 0 points
-        load_error = _one_line(f"{type(error).__name__}: {error}")
+            load_hidden(hidden_dir, chapters)
+        fresh = {
+            str(getattr(module, "__file__", name)): module
+            for name, module in sys.modules.items()
+            if _ours(name) and name not in (PACKAGE, PACKAGE + "._core")
+        }
+    finally:
+        for name in [name for name in sys.modules if _ours(name)]:
+            del sys.modules[name]
+        sys.modules.update(live)
+    return live, fresh
+
+
+def _describe(value: Any, depth: int = 0) -> Any:
+    """What identifies a function, class or value: code objects compare by their bytecode."""
+    if isinstance(value, types.FunctionType):
+        return (
+            "function",
+            value.__qualname__,
+            value.__code__,
+            repr(value.__defaults__),
+            repr(value.__kwdefaults__),
+        )
+    if isinstance(value, (staticmethod, classmethod)):
+        return (type(value).__name__, _describe(value.__func__, depth))
+    if isinstance(value, property):
+        return ("property", *(_describe(f, depth) for f in (value.fget, value.fset, value.fdel)))
+    if isinstance(value, type) and depth == 0:
+        members = tuple(
+            (key, _describe(member, depth + 1))
+            for key, member in sorted(vars(value).items())
+            if key not in ("__module__", "__dict__", "__weakref__", "__doc__")
+        )
+        bases = tuple(base.__qualname__ for base in value.__bases__)
+        return ("class", value.__qualname__, bases, members)
+    if isinstance(value, type):
+        return ("class", value.__module__, value.__qualname__)
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    if isinstance(value, re.Pattern):
+        return ("pattern", value.pattern)
+    if isinstance(value, _SIMPLE) or (
+        isinstance(value, tuple) and all(isinstance(item, _SIMPLE) for item in value)
+    ):
+        return ("value", repr(value))
+    return ("object", type(value).__qualname__)
+
+
+def _differences(
+    theirs: Mapping[str, Any], mine: Mapping[str, Any], where: str, skip: Iterable[str] = ()
+) -> list[str]:
+    skipped = set(skip)
+    names = (set(theirs) | set(mine)) - skipped
+    missing = object()
+    return [
+        f"{where}.{name}"
+        for name in sorted(names)
+        if not (name.startswith("__") and name.endswith("__"))
+        and _describe(theirs.get(name, missing)) != _describe(mine.get(name, missing))
+    ]
+
+
+def _describe_exercise(exercise: Any, core: Mapping[str, Any]) -> Any:
+    if type(exercise) is not core.get("Exercise"):
+        return ("not an Exercise",)
+    fields = vars(exercise)
+    checks = fields.get("checks")
+    if type(checks) is not list:
+        return ("checks are not a list",)
+    return (
+        tuple(sorted(fields)),
+        tuple(repr(fields.get(key)) for key in ("label", "chapter", "manual_points", "rubric")),
+        tuple(
+            (
+                type(c) is core.get("Check"),
+                c.name,
+                repr(c.points),
+                c.hint,
+                c.hidden,
+                _describe(c.function),
+                c.function.__globals__.get("__file__")
+                if isinstance(c.function, types.FunctionType)
+                else None,
+            )
+            for c in checks
+        ),
+    )
+
+
+def _tampering(
+    live: Mapping[str, Any], fresh: Mapping[str, Any], labels: list[str], namespace: Any
+) -> list[str]:
+    """What differs between the machinery the submission could reach and the fresh copy."""
+    core, package = live.get(PACKAGE + "._core"), live.get(PACKAGE)
+    if not isinstance(core, types.ModuleType) or not isinstance(package, types.ModuleType):
+        return ["the exercises' modules were replaced"]
+    theirs = vars(core)
+    found = _differences(theirs, globals(), "exercises._core", skip=("_REGISTRY", "_LOADED_FILES"))
+    found += [
+        f"exercises.{name}"
+        for name, value in vars(package).items()
+        if name in theirs and not name.startswith("_") and value is not theirs[name]
+    ]
+    registry = theirs.get("_REGISTRY")
     for label in labels:
-        result = run_checks(label, namespace, hidden=True)
-        if load_error:
-            result = ExerciseResult(label, error=f"loading checks failed: {load_error}")
-        results.append(result.to_dict())
-    print(nonce + json.dumps(results), flush=True)
+        if label in _REGISTRY:
+            other = registry.get(label) if type(registry) is dict else None
+            if _describe_exercise(other, theirs) != _describe_exercise(_REGISTRY[label], globals()):
+                found.append(f"the checks of {label}")
+    by_file = {str(getattr(m, "__file__", name)): m for name, m in live.items()}
+    for path, module in fresh.items():
+        other = by_file.get(path)
+        if not isinstance(other, types.ModuleType):
+            found.append(f"the module of checks {Path(path).name} is missing")
+        else:
+            found += _differences(vars(other), vars(module), Path(path).stem)
+    found += _builtins_tampering(globals().get("__builtins__"), "builtins")
+    if hasattr(namespace, "get"):
+        found += _builtins_tampering(namespace.get("__builtins__"), "the notebook's builtins")
+    return list(dict.fromkeys(found))
+
+
+def _builtins_tampering(space: Any, where: str) -> list[str]:
+    """The builtins the checks call must be the interpreter's own functions and types."""
+    table = vars(space) if isinstance(space, types.ModuleType) else space
+    if not isinstance(table, dict):
+        return [f"{where} were replaced"]
+    found = []
+    length = table.get("len")
+    owner = getattr(length, "__self__", None)
+    if owner is None or not (space is owner or table is getattr(owner, "__dict__", None)):
+        found.append(f"{where} were replaced")
+    for name in _BUILTIN_FUNCTIONS:
+        value = table.get(name)
+        if (
+            value.__class__ is not length.__class__
+            or getattr(value, "__name__", None) != name
+            or (name != "open" and getattr(value, "__self__", None) is not owner)
+        ):
+            found.append(f"{where}.{name}")
+    kinds = {
+        "bool": True.__class__,
+        "int": (0).__class__,
+        "float": (0.0).__class__,
+        "str": "".__class__,
+        "list": [].__class__,
+        "dict": {}.__class__,
+        "tuple": ().__class__,
+        "set": {0}.__class__,
+        "type": (0).__class__.__class__,
+        "object": (0).__class__.__mro__[-1],
+        "Exception": AssertionError.__mro__[1],
+        "AssertionError": AssertionError,
+    }
+    found += [f"{where}.{name}" for name, kind in kinds.items() if table.get(name) is not kind]
+    return found
+
+
+def _members(items: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Callables and classes with their code objects and members, by name."""
+    found: list[tuple[str, Any]] = []
+    for key, value in items:
+        if isinstance(value, types.ModuleType) or not callable(value):
+            continue
+        found.append((key, value))
+        found.append((key + ".__code__", getattr(value, "__code__", None)))
+        if isinstance(value, type) and value.__module__.startswith("attention_from_scratch"):
+            for member, item in vars(value).items():
+                if not (callable(item) or isinstance(item, property)):
+                    continue
+                found.append((f"{key}.{member}", item))
+                found.append((f"{key}.{member}.__code__", getattr(item, "__code__", None)))
+    return found
+
+
+def _fingerprint(items: Iterable[tuple[str, Any]]) -> int:
+    return hash(tuple(sorted((str(key), id(value)) for key, value in items)))
+
+
+def _fingerprints() -> dict[str, int]:
+    """Identities of what the checks rely on and the submission could replace, hashed."""
+    prints = {}
+    modules = sys.modules
+    for name in _WATCHED:
+        module = modules.get(name)
+        prints[name] = _fingerprint(
+            (key, value)
+            for key, value in (vars(module) if module is not None else {}).items()
+            if not key.startswith("_") and callable(value) and key not in _PER_CELL
+        )
+    prints["sys.modules"] = _fingerprint((name, modules.get(name)) for name in _WATCHED)
+    for cls in (torch.Tensor, torch.nn.Module, type(sys.stdout)):
+        prints[cls.__qualname__] = _fingerprint(vars(cls).items())
+    layers = [v for v in vars(torch.nn).values() if isinstance(v, type)]
+    prints["torch.nn's classes"] = _fingerprint(
+        (f"{cls.__qualname__}.{key}", value)
+        for cls in layers
+        for key, value in vars(cls).items()
+        if callable(value) or isinstance(value, property)
+    )
+    # The course package: its functions (and their code) and classes (and their members).
+    for name, module in list(modules.items()):
+        if name.split(".")[0] == "attention_from_scratch" and not _ours(name):
+            prints[name] = _fingerprint(_members(vars(module).items()))
+    prints["sys.stdout"] = _fingerprint(
+        [("stdout", sys.stdout), ("print", print), ("dumps", json.dumps)]
+    )
+    prints["the import system"] = _fingerprint(
+        list(enumerate(sys.meta_path)) + [(f"hook {i}", h) for i, h in enumerate(sys.path_hooks)]
+    )
+    shell = getattr(modules.get("IPython"), "get_ipython", lambda: None)()
+    hooks: list[tuple[str, Any]] = []
+    if shell is not None:
+        for event in ("pre_execute", "pre_run_cell"):
+            hooks += [(f"{event} {i}", f) for i, f in enumerate(shell.events.callbacks[event])]
+        for kind in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers"):
+            hooks += [(f"{kind} {i}", f) for i, f in enumerate(getattr(shell, kind, []))]
+        hooks.append(("class", type(shell)))
+        for name in ("run_cell", "run_cell_async", "transform_cell", "run_ast_nodes", "run_code"):
+            hooks += [(name, getattr(type(shell), name, None)), (name + "!", vars(shell).get(name))]
+    kernel = getattr(shell, "kernel", None)
+    if kernel is not None:
+        hooks.append(("kernel", type(kernel)))
+        hooks += [(f"handler {k}", v) for k, v in getattr(kernel, "shell_handlers", {}).items()]
+        session = getattr(kernel, "session", None)
+        hooks += [
+            ("session", type(session)),
+            ("send", getattr(session, "__dict__", {}).get("send")),
+        ]
+        for name in ("do_execute", "execute_request", "send_response"):
+            hooks += [
+                (name, getattr(type(kernel), name, None)),
+                (name + "!", vars(kernel).get(name)),
+            ]
+    prints["the kernel's input hooks"] = _fingerprint(hooks)
+    return prints
