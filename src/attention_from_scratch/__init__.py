@@ -35,6 +35,7 @@ from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper, WideMultiH
 from .positions import (
     LearnedPositions,
     RotaryEmbedding,
+    RotaryMultiHeadAttention,
     SinusoidalPositions,
     sinusoidal_positions,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "RotaryEmbedding",
+    "RotaryMultiHeadAttention",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SinusoidalPositions",
