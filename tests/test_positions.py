@@ -287,3 +287,19 @@ def test_rotary_attention_trains_and_runs_in_float64() -> None:
 def test_the_code_chapter_6_displays_fits_its_79_columns(obj: type) -> None:
     for line in str(show_source(obj, docstrings=False)).split("\n"):
         assert len(line) <= 79, f"{obj.__name__}: {line!r}"
+
+
+def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> None:
+    from attention_from_scratch import KVCache, TinyCausalModel
+
+    torch.manual_seed(8)
+    model = TinyCausalModel(10, d_model=8, context_length=6, num_layers=2, positions="rotary")
+    assert model.positions is None
+    assert all(isinstance(layer, RotaryMultiHeadAttention) for layer in model.attention)
+    tokens = torch.tensor([[1, 2, 3, 1, 2, 3]])
+    logits, weights = model(tokens, return_weights=True)
+    assert logits.shape == (1, 6, 10) and [w.shape for w in weights] == [(1, 1, 6, 6)] * 2
+    # The same token at positions 0 and 3 gets different outputs: positions reach the model.
+    assert not torch.allclose(logits[0, 0], logits[0, 3], atol=1e-4)
+    with pytest.raises(ValueError, match="kv_caches: expected a model with learned"):
+        model(tokens, kv_caches=[KVCache(), KVCache()])

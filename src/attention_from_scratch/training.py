@@ -23,14 +23,14 @@ from tqdm import tqdm
 
 from ._checks import check_bool, check_dropout, check_positive_float, check_positive_int
 from .multihead import MultiHeadAttention
-from .positions import LearnedPositions, SinusoidalPositions
+from .positions import LearnedPositions, RotaryMultiHeadAttention, SinusoidalPositions
 from .scale import KVCache
 
 #: The target value of positions that are not scored (the default ``ignore_index`` of
 #: ``torch.nn.functional.cross_entropy``).
 IGNORE_INDEX = -100
 
-POSITION_KINDS = ("none", "learned", "sinusoidal")
+POSITION_KINDS = ("none", "learned", "sinusoidal", "rotary")
 
 
 def _check_seed(seed: object) -> int:
@@ -184,7 +184,9 @@ class TinyCausalModel(nn.Module):
         context_length: the longest sequence accepted.
         num_layers: the number of blocks.
         num_heads: heads per attention layer; ``d_model`` must be a multiple of it.
-        positions: ``"none"``, ``"learned"`` (a trained table) or ``"sinusoidal"`` (fixed).
+        positions: ``"none"``, ``"learned"`` (a trained table), ``"sinusoidal"`` (fixed) or
+            ``"rotary"`` (every attention layer a :class:`RotaryMultiHeadAttention`, which
+            rotates queries and keys; nothing is added to the inputs).
         mlp: add a two-layer perceptron (hidden size ``4 d``) to every block.
         layer_norm: use pre-norm LayerNorms.
         dropout: dropout on the attention weights during training.
@@ -229,9 +231,9 @@ class TinyCausalModel(nn.Module):
             self.positions = LearnedPositions(context_length, d_model)
         elif positions == "sinusoidal":
             self.positions = SinusoidalPositions(context_length, d_model)
+        layer = RotaryMultiHeadAttention if positions == "rotary" else MultiHeadAttention
         self.attention = nn.ModuleList(
-            MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads)
-            for _ in range(num_layers)
+            layer(d_model, d_model, context_length, dropout, num_heads) for _ in range(num_layers)
         )
         self.attention_norms = nn.ModuleList(
             nn.LayerNorm(d_model) if layer_norm else nn.Identity() for _ in range(num_layers)
@@ -296,12 +298,12 @@ class TinyCausalModel(nn.Module):
         for i, (attention, norm, mlp) in enumerate(
             zip(self.attention, self.attention_norms, self.mlps, strict=True)
         ):
-            cache = None if kv_caches is None else kv_caches[i]
+            cached = {} if kv_caches is None else {"kv_cache": kv_caches[i]}
             if return_weights:
-                out, weights = attention(norm(x), True, kv_cache=cache)  # (b, h, t, s + t)
+                out, weights = attention(norm(x), True, **cached)  # (b, h, t, s + t)
                 all_weights.append(weights)
             else:
-                out = attention(norm(x), kv_cache=cache)  # (b, t, d)
+                out = attention(norm(x), **cached)  # (b, t, d)
             x = x + out
             if self.use_mlp:
                 x = x + mlp(x)
@@ -311,6 +313,11 @@ class TinyCausalModel(nn.Module):
     def _check_caches(self, kv_caches: object) -> int:
         """The number of cached tokens, after checking there is one cache per layer."""
         layers = len(self.attention)
+        if self.positions_kind == "rotary":
+            raise ValueError(
+                "kv_caches: expected a model with learned, sinusoidal or no positions, got "
+                "positions='rotary', whose layers do not take a KVCache"
+            )
         if not isinstance(kv_caches, Sequence) or not all(
             isinstance(cache, KVCache) for cache in kv_caches
         ):
