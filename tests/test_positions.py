@@ -15,6 +15,7 @@ from attention_from_scratch import (
     SinusoidalPositions,
     show_source,
     sinusoidal_positions,
+    train,
 )
 
 
@@ -282,9 +283,17 @@ def test_rotary_attention_trains_and_runs_in_float64() -> None:
 
 @pytest.mark.parametrize(
     "obj",
-    [LearnedPositions, SinusoidalPositions, RotaryEmbedding, RotaryMultiHeadAttention],
+    [
+        LearnedPositions,
+        sinusoidal_positions,
+        SinusoidalPositions,
+        RotaryEmbedding,
+        RotaryMultiHeadAttention,
+        train,
+    ],
+    ids=lambda obj: obj.__name__,
 )
-def test_the_code_chapter_6_displays_fits_its_79_columns(obj: type) -> None:
+def test_the_code_chapter_6_displays_fits_its_79_columns(obj: object) -> None:
     for line in str(show_source(obj, docstrings=False)).split("\n"):
         assert len(line) <= 79, f"{obj.__name__}: {line!r}"
 

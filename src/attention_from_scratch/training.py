@@ -406,7 +406,8 @@ def train(
     Introduced in chapter 6.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        got = type(model).__name__
+        raise TypeError(f"model: expected a torch.nn.Module, got {got}")
     inputs, targets = _check_inputs_and_targets(inputs, targets)
     steps = check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
@@ -414,11 +415,21 @@ def train(
     progress = check_bool("progress", progress)
     lr = check_positive_float("lr", lr)
     device = _model_device(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=lr,
+        weight_decay=weight_decay,
+    )
     loader = _batches(inputs, targets, batch_size, seed)
     history = TrainingHistory()
     model.train()
-    bar = tqdm(total=steps, desc=desc, disable=not progress, leave=False, mininterval=0.5)
+    bar = tqdm(
+        total=steps,
+        desc=desc,
+        disable=not progress,
+        leave=False,
+        mininterval=0.5,
+    )
     with bar:
         while len(history.losses) < steps:
             for batch_inputs, batch_targets in loader:
@@ -426,15 +437,19 @@ def train(
                 batch_targets = batch_targets.to(device)
                 logits = model(batch_inputs)  # (b, t, vocab)
                 loss = F.cross_entropy(
-                    logits.flatten(0, 1), batch_targets.flatten(), ignore_index=IGNORE_INDEX
+                    logits.flatten(0, 1),  # (b * t, vocab)
+                    batch_targets.flatten(),  # (b * t,)
+                    ignore_index=IGNORE_INDEX,
                 )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
                 history.losses.append(loss.item())
-                history.accuracies.append(_accuracy(logits.detach(), batch_targets))
+                accuracy = _accuracy(logits.detach(), batch_targets)
+                history.accuracies.append(accuracy)
                 bar.update(1)
-                bar.set_postfix(loss=f"{history.losses[-1]:.3f}", refresh=False)
+                shown = f"{history.losses[-1]:.3f}"
+                bar.set_postfix(loss=shown, refresh=False)
                 if len(history.losses) == steps:
                     break
     model.eval()
