@@ -312,3 +312,35 @@ def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> No
     assert not torch.allclose(logits[0, 0], logits[0, 3], atol=1e-4)
     with pytest.raises(ValueError, match="kv_caches: expected a model with learned"):
         model(tokens, kv_caches=[KVCache(), KVCache()])
+
+
+# What chapter 6's text says about the code it displays: each phrase names a line it walks
+# through, so a change of the package that removes the line fails here, not silently there.
+WALKED_THROUGH = [
+    (LearnedPositions, ["_check_span(", "torch.arange(offset, end", "self.table(positions)"]),
+    (sinusoidal_positions, ["angles = ", "torch.sin(angles)", "torch.cos(angles"]),
+    (
+        SinusoidalPositions,
+        ['register_buffer("table"', "persistent=False", "self.table[offset:end]"],
+    ),
+    (RotaryEmbedding, ["def angles(", "if self.interleaved:", "a * cos - b * sin"]),
+    (
+        train,
+        [
+            "optimizer.zero_grad(",
+            "model(batch_inputs)",
+            "F.cross_entropy(",
+            "loss.backward()",
+            "optimizer.step()",
+            "tqdm(",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "phrases"), WALKED_THROUGH, ids=[obj.__name__ for obj, _ in WALKED_THROUGH]
+)
+def test_the_lines_chapter_6_walks_through_are_there(obj: object, phrases: list[str]) -> None:
+    code = str(show_source(obj, docstrings=False))
+    assert [phrase for phrase in phrases if phrase not in code] == []
