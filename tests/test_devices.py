@@ -309,7 +309,7 @@ def test_padding_and_cached_decoding_on_cuda_match_the_cpu(fused: bool) -> None:
 @pytest.mark.cuda
 @needs_cuda
 def test_cache_on_cuda_refuses_a_cpu_input() -> None:
-    module = afs.MultiHeadAttention(4, 4, 8, 0.0, num_heads=2)
+    module = afs.CachedAttention(4, 4, 8, 0.0, num_heads=2)
     cache = afs.KVCache()
     with torch.no_grad():
         copy.deepcopy(module).cuda()(torch.rand(1, 2, 4, device="cuda"), kv_cache=cache)
@@ -349,7 +349,7 @@ def test_tiled_attention_peak_cuda_memory_grows_linearly() -> None:
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 def test_padding_in_half_precision_on_cuda_stays_finite(dtype: torch.dtype) -> None:
     torch.manual_seed(7)
-    explicit = afs.MultiHeadAttention(32, 64, 16, 0.0, num_heads=4).to("cuda", dtype).eval()
+    explicit = afs.CachedAttention(32, 64, 16, 0.0, num_heads=4).to("cuda", dtype).eval()
     fused = copy.deepcopy(explicit)
     fused.fused = True
     x = randn(3, 16, 32, seed=7).to("cuda", dtype)

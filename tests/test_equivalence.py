@@ -228,6 +228,115 @@ def test_multi_head_attention_explicit_equals_fused(
 
 
 # ---------------------------------------------------------------------------------------------
+# The fused path never answers with old weights, and both paths trace and export
+# ---------------------------------------------------------------------------------------------
+
+
+def both_paths(seed: int = 8) -> tuple[afs.MultiHeadAttention, afs.MultiHeadAttention]:
+    torch.manual_seed(seed)
+    explicit = afs.MultiHeadAttention(4, 6, 6, 0.0, num_heads=3, qkv_bias=True)
+    fused = copy.deepcopy(explicit)
+    fused.fused = True
+    return explicit, fused
+
+
+def assert_paths_agree(
+    explicit: afs.MultiHeadAttention, fused: afs.MultiHeadAttention, x: torch.Tensor
+) -> None:
+    """Under no_grad, where a cache of packed weights would be reused, and with autograd."""
+    with torch.no_grad():
+        torch.testing.assert_close(fused(x), explicit(x), **TOL[torch.float32])
+    torch.testing.assert_close(fused(x), explicit(x), **TOL[torch.float32])
+
+
+def change_through_data(module: nn.Module) -> None:
+    # The hand-written SGD step of many tutorials: .data bypasses the version counter.
+    module.W_query.weight.data.mul_(0)
+    module.W_value.bias.data.add_(1)
+
+
+def change_with_copy(module: nn.Module) -> None:
+    with torch.no_grad():
+        module.W_key.weight.copy_(torch.ones_like(module.W_key.weight))
+
+
+def change_by_an_optimizer_step(module: nn.Module) -> None:
+    module(randn(2, 5, 4, seed=3)).square().sum().backward()
+    torch.optim.SGD(module.parameters(), lr=0.5).step()
+
+
+def change_by_loading(module: nn.Module) -> None:
+    torch.manual_seed(99)
+    other = afs.MultiHeadAttention(4, 6, 6, 0.0, num_heads=3, qkv_bias=True)
+    module.load_state_dict(other.state_dict())
+
+
+def change_with_to(module: nn.Module) -> None:
+    module.to(torch.float64).to(torch.float32)  # new storages, same values
+    with torch.no_grad():
+        module.out_proj.weight.mul_(-1)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        change_through_data,
+        change_with_copy,
+        change_by_an_optimizer_step,
+        change_by_loading,
+        change_with_to,
+    ],
+)
+def test_fused_path_sees_every_weight_change(change: Callable[[nn.Module], None]) -> None:
+    explicit, fused = both_paths()
+    x = randn(2, 5, 4, seed=0)
+    with torch.no_grad():
+        before = fused(x)  # a cache of packed weights would be filled here
+    change(explicit)
+    change(fused)
+    assert not torch.allclose(explicit(x), before)  # the change matters
+    assert_paths_agree(explicit, fused, x)
+
+
+def test_fused_path_after_zeroing_the_query_weights_through_data() -> None:
+    # Zero queries give equal scores: every token averages the values it may see.
+    _, fused = both_paths()
+    x = randn(1, 4, 4, seed=1)
+    with torch.no_grad():
+        fused(x)
+    fused.W_query.weight.data.mul_(0)
+    fused.W_query.bias.data.mul_(0)
+    with torch.no_grad():
+        values = fused.W_value(x)  # (b, t, d_out)
+        counts = torch.arange(1, 5).view(1, 4, 1)  # tokens visible to each query
+        expected = fused.out_proj(values.cumsum(dim=1) / counts)  # (b, t, d_out)
+        torch.testing.assert_close(fused(x), expected, **TOL[torch.float32])
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning", "ignore::DeprecationWarning")
+@pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
+def test_both_paths_trace_with_torch_jit(fused: bool) -> None:
+    explicit, fused_module = both_paths()
+    module = (fused_module if fused else explicit).eval()
+    x = randn(2, 5, 4, seed=0)
+    with torch.no_grad():
+        traced = torch.jit.trace(module, (x,), check_inputs=[(randn(2, 5, 4, seed=1),)])
+        torch.testing.assert_close(traced(x), module(x), rtol=0, atol=0)
+        module.W_value.weight.mul_(2)  # the traced graph reads the live parameters
+        torch.testing.assert_close(traced(x), module(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
+def test_both_paths_export_with_torch_export(fused: bool) -> None:
+    explicit, fused_module = both_paths()
+    module = (fused_module if fused else explicit).eval()
+    x = randn(2, 5, 4, seed=0)
+    exported = torch.export.export(module, (x,))
+    with torch.no_grad():
+        torch.testing.assert_close(exported.module()(x), module(x), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------
 # MultiHeadAttention and torch.nn.MultiheadAttention
 # ---------------------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ def test_docstrings_can_be_left_out() -> None:
     assert first_doc_line not in without
     assert '"""' not in without
     assert "def forward(" in without
+    assert without.split("\n")[1].strip() != "", "a blank line where the docstring was"
     assert len(without.split("\n")) < len(with_docs.split("\n"))
 
 

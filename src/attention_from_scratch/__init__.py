@@ -40,6 +40,8 @@ from .positions import (
     sinusoidal_positions,
 )
 from .scale import (
+    CachedAttention,
+    CachedCausalModel,
     GroupedQueryAttention,
     KVCache,
     generate,
@@ -90,6 +92,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "TOY_TOKENS",
+    "CachedAttention",
+    "CachedCausalModel",
     "CausalAttention",
     "CorruptDownloadError",
     "CrossAttention",

@@ -65,7 +65,7 @@ def check_tensor(
     last_dim: int | None = None,
     last_dim_name: str = "d_in",
     max_tokens: int | None = None,
-    like: nn.Module | None = None,
+    like: nn.Module | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Check an input tensor and return it unchanged.
 
@@ -77,7 +77,7 @@ def check_tensor(
         last_dim: the required size of the last dimension, or ``None`` for any size.
         last_dim_name: what the last dimension is called in messages.
         max_tokens: the largest allowed size of the token dimension (second to last).
-        like: a module whose parameters fix the expected device and dtype.
+        like: a module whose parameters (or a tensor that) fix the expected device and dtype.
     """
     expected_shapes = " or ".join(shape_names)
     if not isinstance(x, torch.Tensor):
@@ -108,7 +108,7 @@ def check_tensor(
             f"context_length"
         )
     if like is not None:
-        param = next(like.parameters(), None)
+        param = like if isinstance(like, torch.Tensor) else next(like.parameters(), None)
         if param is not None:
             if x.device != param.device:
                 raise ValueError(
@@ -121,6 +121,47 @@ def check_tensor(
                     f"got {x.dtype}; convert with .to({param.dtype})"
                 )
     return x
+
+
+def check_input(x: object, d_in: int, max_tokens: int, like: torch.Tensor) -> torch.Tensor:
+    """Return the input ``x`` of an attention layer if it is a ``(b, t, d_in)`` tensor with
+    ``1 <= t <= max_tokens``, on the device and of the dtype of ``like`` (a weight).
+
+    The common case is recognised with a few comparisons, so that the check costs little on
+    small inputs; anything else goes through :func:`check_tensor`, which names the problem.
+    """
+    if (
+        isinstance(x, torch.Tensor)
+        and x.dim() == 3
+        and x.shape[2] == d_in
+        and 0 < x.shape[1] <= max_tokens
+        and x.dtype == like.dtype
+        and x.device == like.device
+    ):
+        return x
+    return check_tensor(
+        "x",
+        x,
+        ranks=(3,),
+        shape_names=("(b, t, d_in)",),
+        last_dim=d_in,
+        max_tokens=max_tokens,
+        like=like,
+    )
+
+
+def check_return_weights(value: object, fused: bool) -> bool:
+    """Return ``value`` if it is a bool, and refuse ``True`` on a fused path, which never
+    forms the weight matrix."""
+    if value is False:
+        return False
+    value = check_bool("return_weights", value)
+    if fused and value:
+        raise ValueError(
+            "return_weights: expected False on the fused path, which never forms the "
+            "weight matrix, got True; set module.fused = False to get the weights"
+        )
+    return value
 
 
 def check_positive_float(name: str, value: object) -> float:

@@ -77,14 +77,16 @@ class CausalAttention(nn.Module):
         super().__init__()
         self.d_in = check_positive_int("d_in", d_in)
         self.d_out = check_positive_int("d_out", d_out)
-        self.context_length = check_positive_int("context_length", context_length)
+        context_length = check_positive_int("context_length", context_length)
+        self.context_length = context_length
         dropout = check_dropout(dropout)
         check_bool("qkv_bias", qkv_bias)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", causal_mask(context_length), persistent=False)
+        mask = causal_mask(context_length)  # (context_length, context_length)
+        self.register_buffer("mask", mask, persistent=False)
 
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
@@ -104,15 +106,18 @@ class CausalAttention(nn.Module):
         keys = self.W_key(x)  # (b, t, d_out)
         values = self.W_value(x)  # (b, t, d_out)
         scores = queries @ keys.transpose(1, 2)  # (b, t, t)
-        # Slice the stored mask: a shorter input only needs its top-left corner.
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], float("-inf"))
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, t, t)
+        # Slice the stored mask: a shorter input needs its top-left corner.
+        future = self.mask[:num_tokens, :num_tokens]  # (t, t)
+        scores = scores.masked_fill(future, float("-inf"))  # (b, t, t)
+        scores = scores / keys.shape[-1] ** 0.5  # divided by sqrt(d_k)
+        weights = torch.softmax(scores, dim=-1)  # (b, t, t)
         weights = self.dropout(weights)
         context = weights @ values  # (b, t, d_out)
         return (context, weights) if return_weights else context
 
     def extra_repr(self) -> str:
-        return f"d_in={self.d_in}, d_out={self.d_out}, context_length={self.context_length}"
+        sizes = f"d_in={self.d_in}, d_out={self.d_out}"
+        return f"{sizes}, context_length={self.context_length}"
 
 
 class CrossAttention(nn.Module):
@@ -135,7 +140,13 @@ class CrossAttention(nn.Module):
     Introduced in chapter 3.
     """
 
-    def __init__(self, d_in: int, d_context: int, d_out: int, qkv_bias: bool = False) -> None:
+    def __init__(
+        self,
+        d_in: int,
+        d_context: int,
+        d_out: int,
+        qkv_bias: bool = False,
+    ) -> None:
         super().__init__()
         self.d_in = check_positive_int("d_in", d_in)
         self.d_context = check_positive_int("d_context", d_context)
@@ -146,10 +157,18 @@ class CrossAttention(nn.Module):
         self.W_value = nn.Linear(d_context, d_out, bias=qkv_bias)
 
     def forward(
-        self, x: torch.Tensor, context: torch.Tensor, return_weights: bool = False
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor,
+        return_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         x = check_tensor(
-            "x", x, ranks=(3,), shape_names=("(b, t, d_in)",), last_dim=self.d_in, like=self
+            "x",
+            x,
+            ranks=(3,),
+            shape_names=("(b, t, d_in)",),
+            last_dim=self.d_in,
+            like=self,
         )
         context = check_tensor(
             "context",
@@ -161,17 +180,19 @@ class CrossAttention(nn.Module):
             like=self,
         )
         if context.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"context: expected the same batch size as x ({x.shape[0]}), got {context.shape[0]}"
-            )
+            expected = f"the same batch size as x ({x.shape[0]})"
+            got = context.shape[0]
+            raise ValueError(f"context: expected {expected}, got {got}")
         return_weights = check_bool("return_weights", return_weights)
         queries = self.W_query(x)  # (b, t, d_out)
         keys = self.W_key(context)  # (b, s, d_out)
         values = self.W_value(context)  # (b, s, d_out)
         scores = queries @ keys.transpose(1, 2)  # (b, t, s)
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, t, s)
+        scores = scores / keys.shape[-1] ** 0.5  # divided by sqrt(d_k)
+        weights = torch.softmax(scores, dim=-1)  # (b, t, s)
         out = weights @ values  # (b, t, d_out)
         return (out, weights) if return_weights else out
 
     def extra_repr(self) -> str:
-        return f"d_in={self.d_in}, d_context={self.d_context}, d_out={self.d_out}"
+        sizes = f"d_in={self.d_in}, d_context={self.d_context}"
+        return f"{sizes}, d_out={self.d_out}"

@@ -1,41 +1,55 @@
-"""Chapter 7: attention at scale, the KV cache, tiled attention and shared key/value heads.
+"""Chapter 7: attention at scale: padding, the KV cache, tiling, shared heads.
 
-Dimension names used here: ``b`` batch, ``t`` new tokens (queries), ``s`` key/value tokens
-(cached ones included), ``h`` query heads, ``h_kv`` key/value heads, ``d_in`` input size,
-``d_out`` output size, ``d_h = d_out // h`` size of one head, ``n`` generated tokens,
-``vocab`` vocabulary size.
+Every class here extends a class of an earlier chapter: :class:`CachedAttention`
+is chapter 4's :class:`~attention_from_scratch.MultiHeadAttention` with a
+padding mask and a KV cache, :class:`GroupedQueryAttention` shares its
+key/value heads among groups of query heads, and :class:`CachedCausalModel` is
+chapter 6's :class:`~attention_from_scratch.TinyCausalModel` built from
+:class:`CachedAttention` layers, so that :func:`generate` can decode with one
+cache per layer.
+
+Dimension names used here: ``b`` batch, ``t`` new tokens (queries), ``s``
+key/value tokens (cached ones included), ``h`` query heads, ``h_kv`` key/value
+heads, ``g = h // h_kv`` query heads per key/value head, ``d_in`` input size,
+``d_out`` output size, ``d_h = d_out // h`` size of one head, ``n`` generated
+tokens, ``vocab`` vocabulary size.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+import torch.nn.functional as F
+from torch import nn
 
-from ._checks import check_bool, check_positive_int
-from .multihead import _HeadedAttention
-
-if TYPE_CHECKING:
-    from .training import TinyCausalModel
+from ._checks import (
+    check_bool,
+    check_input,
+    check_positive_int,
+    check_return_weights,
+)
+from .multihead import MultiHeadAttention
+from .training import TinyCausalModel, _check_tokens
 
 
 class KVCache:
     """The keys and values of every token one attention layer has seen so far.
 
-    During generation each new token needs the keys and values of all earlier tokens. They do
-    not change once computed (causal attention never lets an early token see a later one), so
-    a layer stores them here instead of projecting the whole prefix again at every step. Pass
-    one cache per layer to ``forward(x, kv_cache=cache)``; the layer appends the new keys and
-    values and attends to all of them.
+    During generation each new token needs the keys and values of all earlier
+    tokens. They do not change once computed (causal attention never lets an
+    early token see a later one), so a layer stores them here instead of
+    projecting the whole prefix again at every step. Pass one cache per layer
+    to ``forward(x, kv_cache=cache)`` of a :class:`CachedAttention`; the layer
+    appends the new keys and values and attends to all of them.
 
-    The cache holds keys and values as ``(b, h_kv, s, d_h)`` tensors. It grows by
-    concatenation, which keeps it usable under autograd; serving systems preallocate (or page)
-    the memory instead. Its size is ``2 * b * h_kv * s * d_h`` numbers per layer, so
-    :class:`GroupedQueryAttention` with fewer key/value heads shrinks it by ``h / h_kv``.
+    The cache grows by concatenation, which keeps it usable under autograd;
+    serving systems preallocate (or page) the memory instead. Its size is
+    ``2 * b * h_kv * s * d_h`` numbers per layer, so
+    :class:`GroupedQueryAttention` with fewer key/value heads shrinks it by
+    ``h / h_kv``.
 
     Shape:
         - ``keys``, ``values``: ``(b, h_kv, s, d_h)``, or ``None`` while empty.
@@ -67,62 +81,361 @@ class KVCache:
         self.keys = None
         self.values = None
 
+    def append(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append new keys and values and return all of them.
+
+        Args:
+            keys: the new tokens' keys, ``(b, h_kv, t, d_h)``.
+            values: their values, same shape.
+
+        Returns:
+            ``(keys, values)`` of every cached token, ``(b, h_kv, s, d_h)``.
+        """
+        if self.keys is None or self.values is None:
+            self.keys, self.values = keys, values
+        else:
+            self._check_like_cached(keys)
+            keys = torch.cat((self.keys, keys), dim=2)  # (b, h_kv, s, d_h)
+            values = torch.cat((self.values, values), dim=2)  # same shape
+            self.keys, self.values = keys, values
+        return self.keys, self.values
+
+    def _check_like_cached(self, keys: torch.Tensor) -> None:
+        """Raise, naming the difference, if ``keys`` cannot join the cache."""
+        cached = self.keys
+        if cached is None:
+            return
+        b, h_kv, _, d_h = cached.shape
+        if keys.shape[0] != b:
+            raise ValueError(
+                f"kv_cache: expected a batch of b={b} sequences, the size "
+                f"already cached, got b={keys.shape[0]}; use one KVCache per "
+                f"batch (or reset it)"
+            )
+        if (keys.shape[1], keys.shape[3]) != (h_kv, d_h):
+            raise ValueError(
+                f"kv_cache: expected keys with (h_kv, d_h) = ({h_kv}, {d_h}) "
+                f"like those cached, got ({keys.shape[1]}, {keys.shape[3]}); "
+                f"use one KVCache per layer"
+            )
+        if keys.device != cached.device:
+            raise ValueError(
+                f"kv_cache: expected tokens on the cache's device "
+                f"{cached.device}, got {keys.device}; reset the cache or move "
+                f"the input"
+            )
+        # Compared on the projected keys, not on the layer's input: under
+        # torch.autocast the two differ.
+        if keys.dtype != cached.dtype:
+            raise TypeError(
+                f"kv_cache: expected dtype {cached.dtype} like the cached keys, "
+                f"got {keys.dtype}; reset the cache or convert the input"
+            )
+
     def __repr__(self) -> str:
         if self.keys is None:
             return "KVCache(empty)"
         b, h_kv, s, d_h = self.keys.shape
-        return f"KVCache(b={b}, h_kv={h_kv}, s={s}, d_h={d_h}, dtype={self.keys.dtype})"
+        sizes = f"b={b}, h_kv={h_kv}, s={s}, d_h={d_h}"
+        return f"KVCache({sizes}, dtype={self.keys.dtype})"
 
-    def _check_compatible(
+
+def _check_padding_mask(
+    mask: object,
+    b: int,
+    s: int,
+    device: torch.device,
+) -> torch.Tensor:
+    """Return ``mask`` if it is a ``(b, s)`` bool tensor on ``device``."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(
+            f"key_padding_mask: expected a bool tensor of shape (b, s) = "
+            f"({b}, {s}), got {type(mask).__name__}"
+        )
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"key_padding_mask: expected a bool tensor (True = padding), got "
+            f"{mask.dtype}; build it with a comparison, e.g. token_ids == pad_id"
+        )
+    if tuple(mask.shape) != (b, s):
+        raise ValueError(
+            f"key_padding_mask: expected shape (b, s) = ({b}, {s}), one flag "
+            f"per key (cached and new), got {tuple(mask.shape)}"
+        )
+    if mask.device != device:
+        raise ValueError(
+            f"key_padding_mask: expected a tensor on the input's device "
+            f"{device}, got {mask.device}; move it with .to(device)"
+        )
+    return mask
+
+
+class CachedAttention(MultiHeadAttention):
+    """Chapter 4's :class:`~attention_from_scratch.MultiHeadAttention` with a
+    padding mask and a KV cache.
+
+    Same constructor, same layers and state-dict names, same outputs when
+    ``forward`` gets neither of the two new arguments:
+
+    - ``key_padding_mask``, ``(b, s)`` bool, ``True`` at padded keys (the
+      convention of ``torch.nn.MultiheadAttention``), is combined with the
+      causal mask. A query that can see no key at all (a padded token before
+      any real one) gets zero weights and a zero output row, never NaN.
+    - ``kv_cache``, a :class:`KVCache`: the keys and values of ``x`` are
+      appended to it and the new queries attend, causally, to every cached
+      token, so feeding a sequence piece by piece gives the outputs of one
+      full pass.
+
+    Both work on both paths; on the fused path they become a boolean
+    ``attn_mask`` of ``scaled_dot_product_attention``.
+
+    Args:
+        d_in: size of each input embedding.
+        d_out: size of each output vector; must be a multiple of ``num_heads``.
+        context_length: the largest number of tokens accepted, cached ones
+            included.
+        dropout: dropout probability on the attention weights during
+            training, in [0, 1).
+        num_heads: the number of heads ``h``.
+        qkv_bias: add a learnable bias to the query, key and value
+            projections.
+        fused: use ``scaled_dot_product_attention``.
+
+    Shape:
+        - Input: ``x`` ``(b, t, d_in)``; ``key_padding_mask`` ``(b, s)``,
+          where ``s`` is ``t``, or the cached tokens plus ``t`` with a cache;
+          ``s <= context_length``.
+        - Output: ``(b, t, d_out)``; with ``return_weights=True`` also the
+          weights actually applied, ``(b, h, t, s)``.
+
+    Introduced in chapter 7.
+    """
+
+    def forward(
         self,
+        x: torch.Tensor,
+        return_weights: bool = False,
         *,
-        batch: int,
-        num_kv_heads: int,
-        head_dim: int,
-        device: torch.device,
-    ) -> None:
-        """Raise if new keys of this kind cannot be appended to what is cached."""
-        if self.keys is None:
-            return
-        b, h_kv, _, d_h = self.keys.shape
-        if b != batch:
-            raise ValueError(
-                f"kv_cache: expected a batch of b={b} sequences, the size already cached, "
-                f"got b={batch}; use one KVCache per batch (or reset it)"
-            )
-        if (h_kv, d_h) != (num_kv_heads, head_dim):
-            raise ValueError(
-                f"kv_cache: expected keys with (h_kv, d_h) = ({h_kv}, {d_h}) like those "
-                f"cached, got ({num_kv_heads}, {head_dim}); use one KVCache per layer"
-            )
-        if self.keys.device != device:
-            raise ValueError(
-                f"kv_cache: expected tokens on the cache's device {self.keys.device}, "
-                f"got {device}; reset the cache or move the input"
-            )
+        key_padding_mask: torch.Tensor | None = None,
+        kv_cache: KVCache | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        weight = self.out_proj.weight  # fixes the expected dtype and device
+        x = check_input(x, self.d_in, self.context_length, like=weight)
+        return_weights = check_return_weights(return_weights, self.fused)
+        b, t, _ = x.shape
+        past = 0 if kv_cache is None else self._cached_tokens(kv_cache, t)
+        s = past + t  # keys: the cached tokens and the new ones
+        if key_padding_mask is not None:
+            _check_padding_mask(key_padding_mask, b, s, x.device)
+        queries, keys, values = self.project(x)  # (b, h or h_kv, t, d_h)
+        if kv_cache is not None:
+            keys, values = kv_cache.append(keys, values)  # (b, h_kv, s, d_h)
 
-    def _check_dtype(self, dtype: torch.dtype) -> None:
-        """Raise if new keys of ``dtype`` cannot join the cached ones.
+        hidden = None  # the plain causal mask, which the fused kernels know
+        if past > 0:
+            hidden = self.mask[past:s, :s]  # (t, s): query i sits at past + i
+        empty = None
+        if key_padding_mask is not None:
+            hidden = self.mask[past:s, :s] | key_padding_mask[:, None, None, :]
+            # A row with no visible key would be 0/0 = NaN. It is computed
+            # with every key visible instead (finite values and gradients),
+            # and its output is zeroed below.
+            empty = hidden.all(dim=-1, keepdim=True)  # (b, 1, t, 1)
+            hidden = hidden & ~empty  # (b, 1, t, s)
+        context, weights = self.attend(queries, keys, values, hidden)
 
-        Checked on the projected keys, not on the layer's input: under ``torch.autocast``
-        the two differ.
+        context = context.transpose(1, 2)  # (b, t, h, d_h)
+        out = self.out_proj(context.reshape(b, t, self.d_out))  # (b, t, d_out)
+        if empty is not None:
+            out = out.masked_fill(empty.view(b, t, 1), 0.0)  # (b, t, d_out)
+            if weights is not None:
+                weights = weights.masked_fill(empty, 0.0)  # (b, h, t, s)
+        return (out, weights) if return_weights else out
+
+    def project(
+        self,
+        x: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries ``(b, h, t, d_h)``, keys and values ``(b, h_kv, t, d_h)``:
+        each projection split into heads of ``d_h`` numbers, as many as its
+        layer has outputs for (``h_kv = h`` here, fewer in
+        :class:`GroupedQueryAttention`)."""
+        b, t, _ = x.shape
+        d_h = self.head_dim
+        queries = self.W_query(x).view(b, t, -1, d_h)  # (b, t, h, d_h)
+        keys = self.W_key(x).view(b, t, -1, d_h)  # (b, t, h_kv, d_h)
+        values = self.W_value(x).view(b, t, -1, d_h)  # (b, t, h_kv, d_h)
+        queries = queries.transpose(1, 2)  # (b, h, t, d_h)
+        return queries, keys.transpose(1, 2), values.transpose(1, 2)
+
+    def attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        hidden: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The heads' context vectors and, on the explicit path, weights.
+
+        Args:
+            queries: ``(b, h, t, d_h)``.
+            keys: ``(b, h, s, d_h)``.
+            values: ``(b, h, s, d_h)``.
+            hidden: ``True`` where a query must not see a key, ``(t, s)`` or
+                ``(b, 1, t, s)``; ``None`` for the causal mask alone
+                (``s == t``), which the fused kernels apply without a mask.
+
+        Returns:
+            ``(context, weights)``: ``(b, h, t, d_h)`` and ``(b, h, t, s)``,
+            or ``None`` for the weights on the fused path.
         """
-        if self.keys is not None and self.keys.dtype != dtype:
-            raise TypeError(
-                f"kv_cache: expected dtype {self.keys.dtype} like the cached keys, got "
-                f"{dtype}; reset the cache or convert the input"
-            )
+        if self.fused:
+            p = self.dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(
+                queries,
+                keys,
+                values,
+                attn_mask=None if hidden is None else ~hidden,  # ~: allowed
+                dropout_p=p,
+                is_causal=hidden is None,
+                enable_gqa=keys.shape[1] != queries.shape[1],
+            )  # (b, h, t, d_h)
+            return context, None
+        t = queries.shape[2]
+        if hidden is None:
+            hidden = self.mask[:t, :t]  # (t, t)
+        queries = queries * self.head_dim**-0.5  # scaled first
+        scores = queries @ keys.transpose(2, 3)  # (b, h, t, s)
+        scores = scores.masked_fill(hidden, float("-inf"))  # (b, h, t, s)
+        weights = self.dropout(torch.softmax(scores, dim=-1))  # (b, h, t, s)
+        return weights @ values, weights  # (b, h, t, d_h), (b, h, t, s)
 
-    def _append_unchecked(
-        self, keys: torch.Tensor, values: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append new keys and values (already checked) and return all of them."""
-        if self.keys is None or self.values is None:
-            self.keys, self.values = keys, values
-        else:
-            self.keys = torch.cat((self.keys, keys), dim=2)  # (b, h_kv, s, d_h)
-            self.values = torch.cat((self.values, values), dim=2)  # (b, h_kv, s, d_h)
-        return self.keys, self.values
+    def _cached_tokens(self, kv_cache: object, t: int) -> int:
+        """The number of cached tokens, after checking the cache has room."""
+        if not isinstance(kv_cache, KVCache):
+            raise TypeError(
+                f"kv_cache: expected a KVCache (one per layer), got {type(kv_cache).__name__}"
+            )
+        past = kv_cache.length
+        if past + t > self.context_length:
+            raise ValueError(
+                f"kv_cache: expected at most context_length="
+                f"{self.context_length} tokens in all, got {past} cached + {t} "
+                f"new = {past + t}; start a new KVCache or build the module "
+                f"with a larger context_length"
+            )
+        return past
+
+
+class GroupedQueryAttention(CachedAttention):
+    """Causal attention where groups of query heads share one key/value head.
+
+    ``num_heads`` query heads, as in :class:`CachedAttention`, but only
+    ``num_kv_heads`` key and value heads: key/value head ``j`` serves query
+    heads ``j * g`` to ``(j + 1) * g - 1`` with ``g = num_heads //
+    num_kv_heads`` (the order of ``repeat_interleave``). ``W_key`` and
+    ``W_value`` project to ``num_kv_heads * d_h`` numbers, so they and the KV
+    cache shrink by ``num_heads / num_kv_heads``. ``num_kv_heads == 1`` is
+    multi-query attention; ``num_kv_heads == num_heads`` is multi-head
+    attention, and then the state dict of a
+    :class:`~attention_from_scratch.MultiHeadAttention` loads as is (same
+    layer names: ``W_query``, ``W_key``, ``W_value``, ``out_proj``).
+
+    ``forward`` takes the arguments of :class:`CachedAttention`
+    (``return_weights``, ``key_padding_mask``, ``kv_cache``), on both paths.
+
+    Args:
+        d_in: size of each input embedding.
+        d_out: size of each output vector; must be a multiple of ``num_heads``.
+        context_length: the largest number of tokens accepted, cached ones
+            included.
+        dropout: dropout probability on the attention weights during
+            training, in [0, 1).
+        num_heads: the number of query heads ``h``.
+        num_kv_heads: the number of key/value heads ``h_kv``; must divide
+            ``num_heads``.
+        qkv_bias: add a learnable bias to the query, key and value
+            projections.
+        fused: use ``scaled_dot_product_attention``.
+
+    Shape:
+        - Input: ``(b, t, d_in)``; ``key_padding_mask`` ``(b, s)``.
+        - Output: ``(b, t, d_out)``; with ``return_weights=True`` also the
+          weights, ``(b, h, t, s)``. The cache holds ``(b, h_kv, s, d_h)``
+          keys and values.
+
+    Introduced in chapter 7.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        num_kv_heads: int,
+        qkv_bias: bool = False,
+        *,
+        fused: bool = False,
+    ) -> None:
+        super().__init__(
+            d_in,
+            d_out,
+            context_length,
+            dropout,
+            num_heads,
+            qkv_bias,
+            fused=fused,
+        )
+        self.num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads: expected a divisor of num_heads={num_heads}, "
+                f"so that every key/value head serves the same number of "
+                f"query heads, got {num_kv_heads}"
+            )
+        # Narrower keys and values: h_kv heads of d_h numbers instead of h.
+        kv_dim = num_kv_heads * self.head_dim
+        self.W_key = nn.Linear(d_in, kv_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, kv_dim, bias=qkv_bias)
+
+    def attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        hidden: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """As :meth:`CachedAttention.attend`, with ``(b, h_kv, s, d_h)`` keys
+        and values shared by groups of ``g`` query heads."""
+        if self.fused:  # scaled_dot_product_attention(..., enable_gqa=True)
+            return super().attend(queries, keys, values, hidden)
+        b, h, t, d_h = queries.shape
+        h_kv, s = self.num_kv_heads, keys.shape[2]
+        if hidden is None:
+            hidden = self.mask[:t, :t]  # (t, t)
+        # The query heads are grouped under their key/value head, and each
+        # key/value head broadcasts over its group: the keys are never copied
+        # h / h_kv times (matmul may still expand them for the product).
+        queries = queries * d_h**-0.5  # scaled first
+        g = h // h_kv  # query heads per key/value head
+        queries = queries.reshape(b, h_kv, g, t, d_h)  # (b, h_kv, g, t, d_h)
+        keys = keys.unsqueeze(2)  # (b, h_kv, 1, s, d_h)
+        scores = queries @ keys.transpose(3, 4)  # (b, h_kv, g, t, s)
+        hidden = hidden.unsqueeze(-3)  # (1, t, s) or (b, 1, 1, t, s)
+        scores = scores.masked_fill(hidden, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (b, h_kv, g, t, s)
+        weights = self.dropout(weights)  # (b, h_kv, g, t, s)
+        context = weights @ values.unsqueeze(2)  # (b, h_kv, g, t, d_h)
+        return context.view(b, h, t, d_h), weights.view(b, h, t, s)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, num_kv_heads={self.num_kv_heads}"
 
 
 def _check_4d(name: str, x: object, shape: str) -> torch.Tensor:
@@ -167,23 +480,26 @@ def tiled_attention(
 ) -> torch.Tensor:
     """Scaled dot-product attention one block at a time, with an online softmax.
 
-    The FlashAttention idea in plain PyTorch: queries are taken ``block_size`` at a time, and
-    for each block the keys and values are visited ``block_size`` at a time. A running maximum
-    ``m`` and a running sum ``l`` of ``exp(score - m)`` per query let each new block of scores
-    be folded into the result, rescaling what came before by ``exp(m_old - m_new)``, so the
-    ``(t, s)`` score matrix is never formed: the largest intermediate is
-    ``(b, h, block_size, block_size)`` and the extra memory grows linearly with ``t``. Blocks
-    entirely in the future of a query block are skipped. The result equals
-    ``torch.nn.functional.scaled_dot_product_attention`` to float tolerance; it is slower
-    here (a Python loop), the fused kernels do the same loop on chip.
+    The FlashAttention idea in plain PyTorch: queries are taken ``block_size``
+    at a time, and for each block the keys and values are visited
+    ``block_size`` at a time. A running maximum ``m`` and a running sum ``l``
+    of ``exp(score - m)`` per query let each new block of scores be folded
+    into the result, rescaling what came before by ``exp(m_old - m_new)``, so
+    the ``(t, s)`` score matrix is never formed: the largest intermediate is
+    ``(b, h, block_size, block_size)`` and the extra memory grows linearly
+    with ``t``. Blocks entirely in the future of a query block are skipped.
+    The result equals ``torch.nn.functional.scaled_dot_product_attention`` to
+    float tolerance; it is slower here (a Python loop), the fused kernels do
+    the same loop on chip.
 
     Args:
         q: queries, shape ``(b, h, t, d_h)``.
         k: keys, shape ``(b, h, s, d_h)``.
         v: values, shape ``(b, h, s, d_h)``.
         block_size: tokens per block, for queries and for keys.
-        causal: mask the future. Query ``i`` sits at position ``s - t + i`` (the last ``t``
-            of the ``s`` tokens, as when decoding with a cache), so ``s >= t`` is required.
+        causal: mask the future. Query ``i`` sits at position ``s - t + i``
+            (the last ``t`` of the ``s`` tokens, as when decoding with a
+            cache), so ``s >= t`` is required.
 
     Returns:
         The context vectors, shape ``(b, h, t, d_h)``.
@@ -196,135 +512,66 @@ def tiled_attention(
     t, s, d_h = q.shape[2], k.shape[2], q.shape[3]
     if causal and s < t:
         raise ValueError(
-            f"k: expected at least as many keys as queries (s >= t = {t}) when causal=True, "
-            f"got s={s}"
+            f"k: expected at least as many keys as queries (s >= t = {t}) "
+            f"when causal=True, got s={s}"
         )
-    offset = s - t  # absolute position of query 0
+    offset = s - t  # the position of query 0
     q = q * d_h**-0.5  # scaled first, as in MultiHeadAttention
     out = torch.empty_like(q)  # (b, h, t, d_h)
     for q0 in range(0, t, block_size):
         q_blk = q[:, :, q0 : q0 + block_size]  # (b, h, bq, d_h)
         bq = q_blk.shape[2]
-        # The running maximum and sum start from the first key block: every query sees key 0.
-        m = torch.full((*q_blk.shape[:3], 1), float("-inf"), dtype=q.dtype, device=q.device)
+        m = torch.full_like(q_blk[..., :1], float("-inf"))  # (b, h, bq, 1)
         row_sum = torch.zeros_like(m)  # (b, h, bq, 1)
         acc = torch.zeros_like(q_blk)  # (b, h, bq, d_h)
-        last_key = offset + q0 + bq if causal else s  # keys from here on are all in the future
+        # Keys from last_key on are in the future of every query of the block.
+        last_key = offset + q0 + bq if causal else s
         for k0 in range(0, last_key, block_size):
-            k_blk = k[:, :, k0 : min(k0 + block_size, last_key)]  # (b, h, bk, d_h)
-            v_blk = v[:, :, k0 : min(k0 + block_size, last_key)]  # (b, h, bk, d_h)
+            k1 = min(k0 + block_size, last_key)
+            k_blk = k[:, :, k0:k1]  # (b, h, bk, d_h)
+            v_blk = v[:, :, k0:k1]  # (b, h, bk, d_h)
             scores = q_blk @ k_blk.transpose(2, 3)  # (b, h, bq, bk)
-            if causal and k0 + k_blk.shape[2] - 1 > offset + q0:  # the block crosses the diagonal
-                rows = torch.arange(offset + q0, offset + q0 + bq, device=q.device)
-                cols = torch.arange(k0, k0 + k_blk.shape[2], device=q.device)
-                scores = scores.masked_fill(cols > rows[:, None], float("-inf"))  # (b, h, bq, bk)
-            m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (b, h, bq, 1)
-            rescale = torch.exp(m - m_new)  # (b, h, bq, 1); 0 on the first block
+            if causal and k1 - 1 > offset + q0:  # crosses the diagonal
+                rows = torch.arange(bq, device=q.device) + offset + q0
+                cols = torch.arange(k0, k1, device=q.device)
+                future = cols > rows[:, None]  # (bq, bk)
+                scores = scores.masked_fill(future, float("-inf"))
+            block_max = scores.amax(dim=-1, keepdim=True)  # (b, h, bq, 1)
+            m_new = torch.maximum(m, block_max)  # (b, h, bq, 1)
+            rescale = torch.exp(m - m_new)  # (b, h, bq, 1); 0 at first
             p = torch.exp(scores - m_new)  # (b, h, bq, bk)
-            row_sum = row_sum * rescale + p.sum(dim=-1, keepdim=True)  # (b, h, bq, 1)
+            row_sum = row_sum * rescale + p.sum(dim=-1, keepdim=True)
             acc = acc * rescale + p @ v_blk  # (b, h, bq, d_h)
             m = m_new
         out[:, :, q0 : q0 + bq] = acc / row_sum  # (b, h, bq, d_h)
     return out
 
 
-class GroupedQueryAttention(_HeadedAttention):
-    """Causal attention where groups of query heads share one key/value head.
+def measure_peak_memory(
+    fn: Callable[[], object],
+    device: torch.device | str = "cpu",
+) -> int:
+    """The most bytes of tensor memory that ``fn()`` holds at once, beyond
+    what existed before.
 
-    ``num_heads`` query heads, as in :class:`MultiHeadAttention`, but only ``num_kv_heads``
-    key and value heads: key/value head ``j`` serves query heads ``j * g`` to
-    ``(j + 1) * g - 1`` with ``g = num_heads // num_kv_heads`` (the order of
-    ``repeat_interleave``). ``W_key`` and ``W_value`` project to ``num_kv_heads * d_h``
-    numbers, so they and the KV cache shrink by ``num_heads / num_kv_heads``.
-    ``num_kv_heads == 1`` is multi-query attention; ``num_kv_heads == num_heads`` is
-    multi-head attention, and then the state dict of a :class:`MultiHeadAttention` loads
-    as is (same layer names: ``W_query``, ``W_key``, ``W_value``, ``out_proj``).
-
-    ``forward`` takes the same arguments as :class:`MultiHeadAttention`'s
-    (``return_weights``, ``key_padding_mask``, ``kv_cache``), on both paths.
-
-    Args:
-        d_in: size of each input embedding.
-        d_out: size of each output vector; must be a multiple of ``num_heads``.
-        context_length: the largest number of tokens accepted (cached ones included).
-        dropout: dropout probability on the attention weights during training, in [0, 1).
-        num_heads: the number of query heads ``h``.
-        num_kv_heads: the number of key/value heads ``h_kv``; must divide ``num_heads``.
-        qkv_bias: add a learnable bias to the query, key and value projections.
-        fused: use ``scaled_dot_product_attention``.
-
-    Shape:
-        - Input: ``(b, t, d_in)``; ``key_padding_mask`` ``(b, s)``.
-        - Output: ``(b, t, d_out)``; with ``return_weights=True`` also the weights,
-          ``(b, h, t, s)``. The cache holds ``(b, h_kv, s, d_h)`` keys and values.
-
-    Introduced in chapter 7.
-    """
-
-    def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        context_length: int,
-        dropout: float,
-        num_heads: int,
-        num_kv_heads: int,
-        qkv_bias: bool = False,
-        *,
-        fused: bool = False,
-    ) -> None:
-        super().__init__(
-            d_in, d_out, context_length, dropout, num_heads, num_kv_heads, qkv_bias, fused
-        )
-
-
-class _LiveTensors(TorchDispatchMode):
-    """Counts the bytes of the storages that operations create and that are still alive."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refs: dict[int, int] = {}  # storage address -> live tensors using it
-        self.sizes: dict[int, int] = {}
-        self.current = 0
-        self.peak = 0
-
-    def _release(self, key: int) -> None:
-        self.refs[key] -= 1
-        if self.refs[key] == 0:
-            del self.refs[key]
-            self.current -= self.sizes.pop(key)
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for x in tree_flatten(out)[0]:
-            if isinstance(x, torch.Tensor) and x.device.type != "meta":
-                storage = x.untyped_storage()
-                key = storage.data_ptr()
-                if key not in self.refs:
-                    # A view shares its base's storage, so it adds nothing.
-                    self.refs[key] = 0
-                    self.sizes[key] = storage.nbytes()
-                    self.current += storage.nbytes()
-                    self.peak = max(self.peak, self.current)
-                self.refs[key] += 1
-                weakref.finalize(x, self._release, key)
-        return out
-
-
-def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
-    """The most bytes of tensor memory that ``fn()`` holds at once, beyond what existed before.
-
-    On CUDA this is ``torch.cuda.max_memory_allocated`` minus the memory allocated before the
-    call. Elsewhere every tensor that an operation creates during the call is counted while a
-    Python object still refers to its storage (a ``TorchDispatchMode``), which is exact and
-    repeatable for code written with tensor operations; scratch buffers that a single fused
-    kernel uses internally are not visible this way (they are small for the CPU kernels of
-    ``scaled_dot_product_attention``). Run ``fn`` under ``torch.no_grad()`` to leave autograd's
-    saved tensors out.
+    On CUDA this is ``torch.cuda.max_memory_allocated`` minus the memory
+    allocated before the call. On the CPU torch keeps no such counter, and
+    its public profiler (``torch.profiler.profile(profile_memory=True)``)
+    records the memory of each operation only as a net change once it ends,
+    so it cannot say when the tensors of a computation are alive at the same
+    time. Here every tensor that an operation creates during the call is
+    counted while a Python object still refers to its storage, through a
+    ``TorchDispatchMode`` (``torch.utils._python_dispatch``, the one private
+    torch module the package uses; see :func:`_dispatch_mode`). This is exact
+    and repeatable for code written with tensor operations; scratch buffers
+    that a single fused kernel uses internally are not visible this way (they
+    are small for the CPU kernels of ``scaled_dot_product_attention``). Run
+    ``fn`` under ``torch.no_grad()`` to leave autograd's saved tensors out.
 
     Args:
         fn: the computation to measure, called once with no arguments.
-        device: where ``fn`` computes; ``"cuda"`` switches to the CUDA allocator's counters.
+        device: where ``fn`` computes; ``"cuda"`` switches to the CUDA
+            allocator's counters.
 
     Returns:
         The peak number of extra bytes.
@@ -339,49 +586,208 @@ def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "
         fn()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - before
-    with _LiveTensors() as live:
+    with _dispatch_mode()() as live:
         fn()
     return live.peak
 
 
-@torch.no_grad()
-def generate(
-    model: TinyCausalModel, prompt: torch.Tensor, new_tokens: int, *, use_cache: bool = True
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Greedy decoding: append the most likely next token ``new_tokens`` times.
+def _dispatch_mode() -> type:
+    """The class that counts live tensors, built on torch's private
+    ``TorchDispatchMode``: imported here and nowhere else, with a clear error
+    if a torch release moves it."""
+    try:
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except ImportError as error:  # pragma: no cover - depends on torch
+        raise RuntimeError(
+            "measure_peak_memory: expected torch.utils._python_dispatch."
+            f"TorchDispatchMode, which torch {torch.__version__} does not "
+            "have; measure on CUDA (device='cuda') or with torch 2.5 to 2.x"
+        ) from error
 
-    Without a cache every step runs the model on the whole sequence so far, and the cost of a
-    step grows with its length. With ``use_cache=True`` the first step runs on the prompt and
-    fills one :class:`KVCache` per layer; every later step runs on the one token just
-    generated, whose query attends to the cached keys and values. Both give the same tokens.
+    class LiveTensors(TorchDispatchMode):
+        """Bytes of the storages created by operations and still alive."""
 
-    Args:
-        model: a :class:`~attention_from_scratch.TinyCausalModel` (chapter 6), used in
-            ``eval`` mode for the call and restored afterwards.
-        prompt: ``(b, t)`` token ids on the model's device.
-        new_tokens: how many tokens to generate, ``n >= 1``; ``t + n - 1`` must not exceed
-            the model's ``context_length`` (the last token is never fed back).
-        use_cache: decode with a KV cache.
+        def __init__(self) -> None:
+            super().__init__()
+            self.refs: dict[int, int] = {}  # storage address -> live tensors
+            self.sizes: dict[int, int] = {}
+            self.current = 0
+            self.peak = 0
 
-    Returns:
-        ``(tokens, logits)``: the ``(b, t + n)`` prompt followed by the generated tokens, and
-        the ``(b, n, vocab)`` logits each generated token was chosen from.
+        def _release(self, key: int) -> None:
+            self.refs[key] -= 1
+            if self.refs[key] == 0:
+                del self.refs[key]
+                self.current -= self.sizes.pop(key)
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            out = func(*args, **(kwargs or {}))
+            for x in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(x, torch.Tensor) and x.device.type != "meta":
+                    storage = x.untyped_storage()
+                    key = storage.data_ptr()
+                    if key not in self.refs:
+                        # A view shares its base's storage: it adds nothing.
+                        self.refs[key] = 0
+                        self.sizes[key] = storage.nbytes()
+                        self.current += storage.nbytes()
+                        self.peak = max(self.peak, self.current)
+                    self.refs[key] += 1
+                    weakref.finalize(x, self._release, key)
+            return out
+
+    return LiveTensors
+
+
+class CachedCausalModel(TinyCausalModel):
+    """Chapter 6's :class:`~attention_from_scratch.TinyCausalModel`, built
+    from :class:`CachedAttention` layers, with one KV cache per layer.
+
+    The constructor, the layers, their state-dict names and the random
+    numbers they draw are those of ``TinyCausalModel``, so a trained
+    ``TinyCausalModel``'s state dict loads as is, and ``forward(tokens)``
+    without caches gives the same logits.
+
+    Args (as for :class:`~attention_from_scratch.TinyCausalModel`):
+        vocab_size: the number of token ids, ``vocab``.
+        d_model: the model size ``d``.
+        context_length: the longest sequence accepted, cached tokens included.
+        num_layers: the number of blocks.
+        num_heads: heads per attention layer.
+        positions: ``"none"``, ``"learned"`` or ``"sinusoidal"``.
+        mlp: add a two-layer perceptron to every block.
+        layer_norm: use pre-norm LayerNorms.
+        dropout: dropout on the attention weights during training.
+
+    Shape:
+        - Input: ``(b, t)`` token ids; with ``kv_caches``, the tokens after
+          the ``s`` cached ones, ``s + t <= context_length``.
+        - Output: ``(b, t, vocab)`` logits; with ``return_weights=True`` also
+          every layer's weights, ``(b, h, t, s + t)``.
 
     Introduced in chapter 7.
     """
-    from .training import TinyCausalModel, _check_tokens  # training imports this module
 
+    attention_class = CachedAttention
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        return_weights: bool = False,
+        *,
+        kv_caches: Sequence[KVCache] | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        """Next-token logits for every position of ``tokens``.
+
+        Args:
+            tokens: ``(b, t)`` token ids.
+            return_weights: also return every layer's attention weights
+                (explicit path).
+            kv_caches: one :class:`KVCache` per layer. ``tokens`` are then
+                the tokens after the ``s`` cached ones: their positions start
+                at ``s``, each layer appends their keys and values to its
+                cache, and the weights are ``(b, h, t, s + t)``.
+
+        Returns:
+            ``(b, t, vocab)`` logits, and with ``return_weights=True`` the
+            list of weights.
+        """
+        if kv_caches is None:
+            return super().forward(tokens, return_weights)
+        tokens = _check_tokens("tokens", tokens)
+        return_weights = check_bool("return_weights", return_weights)
+        past = self._cached_tokens(kv_caches, tokens.shape[1])
+        x = self.embed(tokens, offset=past)  # (b, t, d), positions past on
+        all_weights = []
+        for i, cache in enumerate(kv_caches):
+            x, weights = self.block(i, x, return_weights, kv_cache=cache)
+            all_weights.append(weights)  # (b, h, t, s + t) or None
+        logits = self.head(self.final_norm(x))  # (b, t, vocab)
+        return (logits, all_weights) if return_weights else logits
+
+    def _cached_tokens(self, kv_caches: object, t: int) -> int:
+        """The number of cached tokens, after checking there is one cache per
+        layer, all of the same length, with room for ``t`` more tokens."""
+        layers = len(self.attention)
+        if not isinstance(kv_caches, Sequence) or not all(
+            isinstance(cache, KVCache) for cache in kv_caches
+        ):
+            raise TypeError(
+                f"kv_caches: expected a list of {layers} KVCache objects, one "
+                f"per layer, got {type(kv_caches).__name__}"
+            )
+        if len(kv_caches) != layers:
+            raise ValueError(
+                f"kv_caches: expected one KVCache per layer ({layers}), got {len(kv_caches)}"
+            )
+        lengths = [cache.length for cache in kv_caches]
+        if len(set(lengths)) != 1:
+            raise ValueError(
+                f"kv_caches: expected caches holding the same tokens, got "
+                f"lengths {sorted(lengths)}; reset them all"
+            )
+        if lengths[0] + t > self.context_length:
+            raise ValueError(
+                f"tokens: expected at most context_length={self.context_length} "
+                f"tokens, got {lengths[0]} cached + {t}"
+            )
+        return lengths[0]
+
+
+@torch.no_grad()
+def generate(
+    model: TinyCausalModel,
+    prompt: torch.Tensor,
+    new_tokens: int,
+    *,
+    use_cache: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy decoding: append the most likely next token ``new_tokens`` times.
+
+    Without a cache every step runs the model on the whole sequence so far,
+    and the cost of a step grows with its length. With ``use_cache=True`` the
+    first step runs on the prompt and fills one :class:`KVCache` per layer;
+    every later step runs on the one token just generated, whose query
+    attends to the cached keys and values. Both give the same tokens.
+
+    Args:
+        model: a :class:`CachedCausalModel`, or for ``use_cache=False`` any
+            :class:`~attention_from_scratch.TinyCausalModel` (chapter 6); used
+            in ``eval`` mode for the call and restored afterwards.
+        prompt: ``(b, t)`` token ids on the model's device.
+        new_tokens: how many tokens to generate, ``n >= 1``; ``t + n - 1``
+            must not exceed the model's ``context_length`` (the last token is
+            never fed back).
+        use_cache: decode with a KV cache.
+
+    Returns:
+        ``(tokens, logits)``: the ``(b, t + n)`` prompt followed by the
+        generated tokens, and the ``(b, n, vocab)`` logits each generated
+        token was chosen from.
+
+    Introduced in chapter 7.
+    """
     if not isinstance(model, TinyCausalModel):
-        raise TypeError(f"model: expected a TinyCausalModel, got {type(model).__name__}")
+        kind = type(model).__name__
+        raise TypeError(f"model: expected a TinyCausalModel, got {kind}")
     prompt = _check_tokens("prompt", prompt)
     new_tokens = check_positive_int("new_tokens", new_tokens)
     use_cache = check_bool("use_cache", use_cache)
+    if use_cache and not isinstance(model, CachedCausalModel):
+        raise TypeError(
+            f"model: expected a CachedCausalModel for use_cache=True, got "
+            f"{type(model).__name__}; build a CachedCausalModel with the same "
+            "arguments and load this model's state_dict into it"
+        )
     longest = prompt.shape[1] + new_tokens - 1
     if longest > model.context_length:
         raise ValueError(
-            f"new_tokens: expected prompt length + new_tokens - 1 <= context_length="
-            f"{model.context_length}, got {prompt.shape[1]} + {new_tokens} - 1 = {longest}; "
-            "generate fewer tokens or use a shorter prompt"
+            f"new_tokens: expected prompt length + new_tokens - 1 <= "
+            f"context_length={model.context_length}, got {prompt.shape[1]} + "
+            f"{new_tokens} - 1 = {longest}; generate fewer tokens or use a "
+            "shorter prompt"
         )
     was_training = model.training
     model.eval()
@@ -389,11 +795,14 @@ def generate(
         caches = [KVCache() for _ in model.attention] if use_cache else None
         tokens, step_input, all_logits = prompt, prompt, []
         for _ in range(new_tokens):
-            logits = model(step_input, kv_caches=caches)[:, -1]  # (b, vocab)
+            if caches is None:
+                logits = model(step_input)[:, -1]  # (b, vocab)
+            else:
+                logits = model(step_input, kv_caches=caches)[:, -1]
             next_token = logits.argmax(dim=-1, keepdim=True)  # (b, 1)
             tokens = torch.cat([tokens, next_token], dim=1)  # (b, t + 1)
             all_logits.append(logits)
-            # With a cache only the new token goes in; without, the whole sequence again.
+            # With a cache only the new token goes in; without, all of them.
             step_input = next_token if use_cache else tokens
     finally:
         model.train(was_training)

@@ -105,10 +105,11 @@ def show_source(obj: object, *, docstrings: bool = True) -> SourceCode:
         ) from None
     code = textwrap.dedent("".join(lines)).rstrip("\n")
     if not docstrings:
+        lines_of_code = code.split("\n")
         drop = _docstring_lines(ast.parse(code))
-        code = "\n".join(
-            line for number, line in enumerate(code.split("\n"), 1) if number not in drop
-        )
+        # A blank line that followed a docstring would now open the body.
+        drop |= {n + 1 for n in drop if n < len(lines_of_code) and not lines_of_code[n].strip()}
+        code = "\n".join(line for number, line in enumerate(lines_of_code, 1) if number not in drop)
     file = Path(path) if path else Path(f"{obj.__module__}.py")
     package = obj.__module__.split(".")[0]
     parts = file.parts

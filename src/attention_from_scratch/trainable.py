@@ -54,9 +54,11 @@ class SelfAttentionV1(nn.Module):
         queries = x @ self.W_query  # (b, t, d_out)
         keys = x @ self.W_key  # (b, t, d_out)
         values = x @ self.W_value  # (b, t, d_out)
-        # transpose(-2, -1) rather than .T, so a batch dimension in front is left alone.
+        # transpose(-2, -1) rather than .T, so that a batch dimension in
+        # front is left alone.
         scores = queries @ keys.transpose(-2, -1)  # (b, t, t)
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, t, t)
+        scores = scores / keys.shape[-1] ** 0.5  # divided by sqrt(d_k)
+        weights = torch.softmax(scores, dim=-1)  # (b, t, t)
         context = weights @ values  # (b, t, d_out)
         return (context, weights) if return_weights else context
 
@@ -109,7 +111,8 @@ class SelfAttentionV2(nn.Module):
         keys = self.W_key(x)  # (b, t, d_out)
         values = self.W_value(x)  # (b, t, d_out)
         scores = queries @ keys.transpose(-2, -1)  # (b, t, t)
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, t, t)
+        scores = scores / keys.shape[-1] ** 0.5  # divided by sqrt(d_k)
+        weights = torch.softmax(scores, dim=-1)  # (b, t, t)
         context = weights @ values  # (b, t, d_out)
         return (context, weights) if return_weights else context
 

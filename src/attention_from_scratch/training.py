@@ -12,8 +12,8 @@ Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` model s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +24,6 @@ from tqdm import tqdm
 from ._checks import check_bool, check_dropout, check_positive_float, check_positive_int
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions, RotaryMultiHeadAttention, SinusoidalPositions
-from .scale import KVCache
 
 #: The target value of positions that are not scored (the default ``ignore_index`` of
 #: ``torch.nn.functional.cross_entropy``).
@@ -195,10 +194,18 @@ class TinyCausalModel(nn.Module):
         - Input: ``(b, t)`` token ids (``torch.long``) with ``t <= context_length``.
         - Output: ``(b, t, vocab)`` logits for the next token at every position; with
           ``return_weights=True`` also a list with the ``(b, h, t, t)`` attention weights of
-          every layer (``(b, h, t, s + t)`` after ``s`` cached tokens).
+          every layer.
+
+    A later chapter extends the model by subclassing: ``attention_class`` names the attention
+    layer of every block, and :meth:`embed` and :meth:`block` are the steps of ``forward``
+    (chapter 7's ``CachedCausalModel`` adds a KV cache per layer this way).
 
     Introduced in chapter 6.
     """
+
+    #: The attention layer of every block, built as
+    #: ``attention_class(d, d, context_length, dropout, num_heads)``.
+    attention_class: ClassVar[type[MultiHeadAttention]] = MultiHeadAttention
 
     def __init__(
         self,
@@ -216,14 +223,18 @@ class TinyCausalModel(nn.Module):
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
-        self.context_length = check_positive_int("context_length", context_length)
+        self.context_length = check_positive_int(
+            "context_length",
+            context_length,
+        )
         check_positive_int("num_layers", num_layers)
         check_positive_int("num_heads", num_heads)
         mlp = check_bool("mlp", mlp)
         layer_norm = check_bool("layer_norm", layer_norm)
         dropout = check_dropout(dropout)
         if positions not in POSITION_KINDS:
-            raise ValueError(f"positions: expected one of {POSITION_KINDS}, got {positions!r}")
+            message = f"expected one of {POSITION_KINDS}, got {positions!r}"
+            raise ValueError(f"positions: {message}")
         self.positions_kind = positions
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positions: nn.Module | None = None
@@ -231,61 +242,81 @@ class TinyCausalModel(nn.Module):
             self.positions = LearnedPositions(context_length, d_model)
         elif positions == "sinusoidal":
             self.positions = SinusoidalPositions(context_length, d_model)
-        layer = RotaryMultiHeadAttention if positions == "rotary" else MultiHeadAttention
-        self.attention = nn.ModuleList(
-            layer(d_model, d_model, context_length, dropout, num_heads) for _ in range(num_layers)
-        )
-        self.attention_norms = nn.ModuleList(
-            nn.LayerNorm(d_model) if layer_norm else nn.Identity() for _ in range(num_layers)
-        )
+        layer = self.attention_class
+        if positions == "rotary":
+            if layer is not MultiHeadAttention:
+                name = layer.__name__
+                kinds = "'none', 'learned' or 'sinusoidal'"
+                raise ValueError(
+                    f"positions: expected {kinds} with {name}, got 'rotary'",
+                )
+            layer = RotaryMultiHeadAttention
+
+        def norm() -> nn.Module:
+            return nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+
+        args = (d_model, d_model, context_length, dropout, num_heads)
+        blocks = range(num_layers)
+        self.attention = nn.ModuleList(layer(*args) for _ in blocks)
+        self.attention_norms = nn.ModuleList(norm() for _ in blocks)
         self.mlps = nn.ModuleList(
             nn.Sequential(
-                nn.LayerNorm(d_model) if layer_norm else nn.Identity(),
+                norm(),
                 nn.Linear(d_model, 4 * d_model),
                 nn.GELU(),
                 nn.Linear(4 * d_model, d_model),
             )
             if mlp
             else nn.Identity()
-            for _ in range(num_layers)
+            for _ in blocks
         )
         self.use_mlp = mlp
-        self.final_norm = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+        self.final_norm = norm()
         self.head = nn.Linear(d_model, vocab_size)
 
     def forward(
-        self,
-        tokens: torch.Tensor,
-        return_weights: bool = False,
-        *,
-        kv_caches: Sequence[KVCache] | None = None,
+        self, tokens: torch.Tensor, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """Next-token logits for every position of ``tokens``.
 
         Args:
             tokens: ``(b, t)`` token ids.
             return_weights: also return every layer's attention weights (explicit path).
-            kv_caches: one :class:`~attention_from_scratch.KVCache` per layer (chapter 7).
-                ``tokens`` are then the tokens after the ``s`` cached ones: their positions
-                start at ``s``, each layer appends their keys and values to its cache, and
-                the weights are ``(b, h, t, s + t)``.
 
         Returns:
             ``(b, t, vocab)`` logits, and with ``return_weights=True`` the list of weights.
         """
         tokens = _check_tokens("tokens", tokens)
         return_weights = check_bool("return_weights", return_weights)
-        offset = 0
-        if kv_caches is not None:
-            offset = self._check_caches(kv_caches)
-        if offset + tokens.shape[1] > self.context_length:
-            cached = f"{offset} cached + " if kv_caches is not None else ""
+        x = self.embed(tokens)  # (b, t, d)
+        all_weights = []
+        for i in range(len(self.attention)):
+            x, weights = self.block(i, x, return_weights)
+            all_weights.append(weights)  # (b, h, t, t) or None
+        logits = self.head(self.final_norm(x))  # (b, t, vocab)
+        return (logits, all_weights) if return_weights else logits
+
+    def embed(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Token embeddings plus positions, for tokens at positions ``offset``,
+        ``offset + 1``, ...
+
+        Args:
+            tokens: ``(b, t)`` token ids, already checked to be integers.
+            offset: the position of the first token (tokens seen before it are not given).
+
+        Returns:
+            ``(b, t, d)`` vectors, the input of the first block.
+        """
+        t = tokens.shape[1]
+        if offset + t > self.context_length:
+            before = f"{offset} earlier + " if offset else ""
+            most = f"at most context_length={self.context_length}"
             raise ValueError(
-                f"tokens: expected at most context_length={self.context_length} tokens, "
-                f"got {cached}{tokens.shape[1]}"
+                f"tokens: expected {most} tokens, got {before}{t}",
             )
         if tokens.numel():
-            low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one sync
+            # One pass over the ids and one device sync for both bounds.
+            low, high = (int(v) for v in torch.aminmax(tokens))
             if low < 0 or high >= self.vocab_size:
                 raise ValueError(
                     f"tokens: expected ids in 0..{self.vocab_size - 1}, "
@@ -294,48 +325,38 @@ class TinyCausalModel(nn.Module):
         x = self.embedding(tokens)  # (b, t, d)
         if self.positions is not None:
             x = self.positions(x, offset=offset)  # (b, t, d)
-        all_weights = []
-        for i, (attention, norm, mlp) in enumerate(
-            zip(self.attention, self.attention_norms, self.mlps, strict=True)
-        ):
-            cached = {} if kv_caches is None else {"kv_cache": kv_caches[i]}
-            if return_weights:
-                out, weights = attention(norm(x), True, **cached)  # (b, h, t, s + t)
-                all_weights.append(weights)
-            else:
-                out = attention(norm(x), **cached)  # (b, t, d)
-            x = x + out
-            if self.use_mlp:
-                x = x + mlp(x)
-        logits = self.head(self.final_norm(x))  # (b, t, vocab)
-        return (logits, all_weights) if return_weights else logits
+        return x
 
-    def _check_caches(self, kv_caches: object) -> int:
-        """The number of cached tokens, after checking there is one cache per layer."""
-        layers = len(self.attention)
-        if self.positions_kind == "rotary":
-            raise ValueError(
-                "kv_caches: expected a model with learned, sinusoidal or no positions, got "
-                "positions='rotary', whose layers do not take a KVCache"
-            )
-        if not isinstance(kv_caches, Sequence) or not all(
-            isinstance(cache, KVCache) for cache in kv_caches
-        ):
-            raise TypeError(
-                f"kv_caches: expected a list of {layers} KVCache objects, one per layer, "
-                f"got {type(kv_caches).__name__}"
-            )
-        if len(kv_caches) != layers:
-            raise ValueError(
-                f"kv_caches: expected one KVCache per layer ({layers}), got {len(kv_caches)}"
-            )
-        lengths = {cache.length for cache in kv_caches}
-        if len(lengths) != 1:
-            raise ValueError(
-                f"kv_caches: expected caches holding the same tokens, got lengths "
-                f"{sorted(cache.length for cache in kv_caches)}; reset them all"
-            )
-        return lengths.pop()
+    def block(
+        self,
+        i: int,
+        x: torch.Tensor,
+        return_weights: bool = False,
+        **options: object,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Block ``i``: ``x + attention(norm(x))``, then, with ``mlp=True``, ``x + mlp(x)``.
+
+        Args:
+            i: the index of the block, from 0.
+            x: ``(b, t, d)`` input of the block.
+            return_weights: also return the attention weights.
+            options: passed on to the attention layer's ``forward``.
+
+        Returns:
+            ``(x, weights)``: the ``(b, t, d)`` output and the ``(b, h, t, t)`` weights, or
+            ``None`` without ``return_weights``.
+        """
+        attention = self.attention[i]
+        norm, mlp = self.attention_norms[i], self.mlps[i]
+        weights = None
+        if return_weights:
+            out, weights = attention(norm(x), True, **options)  # (b, t, d)
+        else:
+            out = attention(norm(x), **options)  # (b, t, d)
+        x = x + out
+        if self.use_mlp:
+            x = x + mlp(x)
+        return x, weights
 
 
 @dataclass
