@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from attention_from_scratch import (
+    CachedCausalModel,
     LearnedPositions,
     MultiHeadAttention,
     RotaryEmbedding,
     RotaryMultiHeadAttention,
     SinusoidalPositions,
+    TinyCausalModel,
     show_source,
     sinusoidal_positions,
     train,
@@ -289,6 +291,7 @@ def test_rotary_attention_trains_and_runs_in_float64() -> None:
         SinusoidalPositions,
         RotaryEmbedding,
         RotaryMultiHeadAttention,
+        TinyCausalModel,
         train,
     ],
     ids=lambda obj: obj.__name__,
@@ -299,8 +302,6 @@ def test_the_code_chapter_6_displays_fits_its_79_columns(obj: object) -> None:
 
 
 def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> None:
-    from attention_from_scratch import KVCache, TinyCausalModel
-
     torch.manual_seed(8)
     model = TinyCausalModel(10, d_model=8, context_length=6, num_layers=2, positions="rotary")
     assert model.positions is None
@@ -310,8 +311,8 @@ def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> No
     assert logits.shape == (1, 6, 10) and [w.shape for w in weights] == [(1, 1, 6, 6)] * 2
     # The same token at positions 0 and 3 gets different outputs: positions reach the model.
     assert not torch.allclose(logits[0, 0], logits[0, 3], atol=1e-4)
-    with pytest.raises(ValueError, match="kv_caches: expected a model with learned"):
-        model(tokens, kv_caches=[KVCache(), KVCache()])
+    with pytest.raises(ValueError, match="positions: expected 'none', 'learned' or"):
+        CachedCausalModel(10, d_model=8, context_length=6, positions="rotary")
 
 
 # What chapter 6's text says about the code it displays: each phrase names a line it walks
@@ -324,6 +325,31 @@ WALKED_THROUGH = [
         ['register_buffer("table"', "persistent=False", "self.table[offset:end]"],
     ),
     (RotaryEmbedding, ["def angles(", "if self.interleaved:", "a * cos - b * sin"]),
+    (
+        RotaryMultiHeadAttention,
+        [
+            "class RotaryMultiHeadAttention(MultiHeadAttention):",
+            "self.rope = RotaryEmbedding(",
+            "def rotated_heads(",
+            "self.rope(q, offset), self.rope(k, offset), v",
+            "queries, keys, values = self.rotated_heads(x)",
+            "if self.fused:",
+            "self.mask[:t, :t]",
+            "self.out_proj(context)",
+        ],
+    ),
+    (
+        TinyCausalModel,
+        [
+            "LearnedPositions(",
+            "SinusoidalPositions(",
+            "layer = RotaryMultiHeadAttention",
+            "x = x + out",
+            "self.head(",
+            "def embed(",
+            "def block(",
+        ],
+    ),
     (
         train,
         [
@@ -344,3 +370,13 @@ WALKED_THROUGH = [
 def test_the_lines_chapter_6_walks_through_are_there(obj: object, phrases: list[str]) -> None:
     code = str(show_source(obj, docstrings=False))
     assert [phrase for phrase in phrases if phrase not in code] == []
+
+
+def test_rotary_attention_fused_path_equals_the_explicit_one() -> None:
+    rotary, _ = _rotary_and_plain()
+    x = torch.randn(2, 7, 6)
+    explicit = rotary(x)
+    rotary.fused = True
+    assert torch.allclose(rotary(x), explicit, atol=1e-5)
+    with pytest.raises(ValueError, match="return_weights"):
+        rotary(x, return_weights=True)

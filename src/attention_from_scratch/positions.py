@@ -14,9 +14,16 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_bool, check_positive_int, check_tensor
+from ._checks import (
+    check_bool,
+    check_input,
+    check_positive_int,
+    check_return_weights,
+    check_tensor,
+)
 from .multihead import MultiHeadAttention
 
 
@@ -277,8 +284,9 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     :class:`~attention_from_scratch.MultiHeadAttention` (the same state-dict names); after
     the head split, every query and key is rotated for its position by a
     :class:`RotaryEmbedding` of size ``d_h``. Values are not rotated. A model built from
-    these layers needs no position vectors added to its inputs. It computes the steps
-    written out (the explicit path of chapter 4), whatever the ``fused`` attribute says.
+    these layers needs no position vectors added to its inputs. Both of chapter 4's paths
+    are kept: the steps written out (``fused=False``) and
+    ``scaled_dot_product_attention`` on the rotated queries and keys (``fused=True``).
 
     Args:
         d_in: size of each input embedding.
@@ -288,6 +296,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         dropout: dropout probability on the attention weights during training.
         num_heads: the number of heads ``h``.
         qkv_bias: add a learnable bias to the query, key and value projections.
+        fused: use the fused kernel path.
         base: the wavelength scale of the rotations.
         interleaved: the pairing convention of :class:`RotaryEmbedding`.
 
@@ -308,6 +317,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         num_heads: int,
         qkv_bias: bool = False,
         *,
+        fused: bool = False,
         base: float = 10000.0,
         interleaved: bool = True,
     ) -> None:
@@ -318,6 +328,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
             dropout,
             num_heads,
             qkv_bias,
+            fused=fused,
         )
         d_h = self.head_dim
         self.rope = RotaryEmbedding(d_h, base, interleaved=interleaved)
@@ -355,24 +366,25 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        x = check_tensor(
-            "x",
-            x,
-            ranks=(3,),
-            shape_names=("(b, t, d_in)",),
-            last_dim=self.d_in,
-            max_tokens=self.context_length,
-            like=self,
-        )
-        return_weights = check_bool("return_weights", return_weights)
+        weight = self.out_proj.weight  # fixes the expected dtype and device
+        x = check_input(x, self.d_in, self.context_length, like=weight)
+        return_weights = check_return_weights(return_weights, self.fused)
         b, t, _ = x.shape
         queries, keys, values = self.rotated_heads(x)  # (b, h, t, d_h) each
-        queries = queries * self.head_dim**-0.5
-        scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
-        forbidden = self.mask[:t, :t]  # (t, t), True above the diagonal
-        scores = scores.masked_fill(forbidden, float("-inf"))
-        weights = self.dropout(torch.softmax(scores, dim=-1))  # (b, h, t, t)
-        context = weights @ values  # (b, h, t, d_h)
-        merged = context.transpose(1, 2).reshape(b, t, self.d_out)
-        out = self.out_proj(merged)  # (b, t, d_out)
+        if self.fused:
+            p = self.dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(
+                queries, keys, values, dropout_p=p, is_causal=True
+            )  # (b, h, t, d_h)
+            weights = None
+        else:
+            queries = queries * self.head_dim**-0.5
+            scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
+            scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
+            weights = torch.softmax(scores, dim=-1)  # (b, h, t, t)
+            weights = self.dropout(weights)  # (b, h, t, t)
+            context = weights @ values  # (b, h, t, d_h)
+        context = context.transpose(1, 2)  # (b, t, h, d_h)
+        context = context.reshape(b, t, self.d_out)  # (b, t, d_out)
+        out = self.out_proj(context)  # (b, t, d_out)
         return (out, weights) if return_weights else out
