@@ -357,10 +357,10 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
             like=self,
         )
         b, t, _ = x.shape
-        h, d_h = self.num_heads, self.head_dim
-        q = self.W_query(x).view(b, t, h, d_h).transpose(1, 2)  # (b,h,t,d_h)
-        k = self.W_key(x).view(b, t, h, d_h).transpose(1, 2)  # (b,h,t,d_h)
-        v = self.W_value(x).view(b, t, h, d_h).transpose(1, 2)  # (b,h,t,d_h)
+        heads = (b, t, self.num_heads, self.head_dim)
+        q = self.W_query(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
+        k = self.W_key(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
+        v = self.W_value(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
         return self.rope(q, offset), self.rope(k, offset), v
 
     def forward(
