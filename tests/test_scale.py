@@ -704,6 +704,16 @@ def test_measure_peak_memory_counts_live_tensors_once() -> None:
     assert afs.measure_peak_memory(two_then_one) == 8000
 
 
+def test_measure_peak_memory_says_what_is_missing_if_torch_moves_its_dispatch_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from attention_from_scratch import scale
+
+    monkeypatch.setattr(scale, "_TorchDispatchMode", object)
+    with pytest.raises(RuntimeError, match=r"TorchDispatchMode .* measure on CUDA"):
+        afs.measure_peak_memory(lambda: torch.zeros(10))
+
+
 # ---------------------------------------------------------------------------------------------
 # Precision and the packed weights of the fused path
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ module                    chapter
 ``layout``                5. Tensor layout: view, transpose, contiguous
 ``positions``             6. Position: learned, sinusoidal and rotary embeddings
 ``training``              6. A tiny causal model, synthetic tasks and a training loop
-``scale``                 7. Attention at scale: KV cache, tiling, shared heads
+``scale``                 7. Attention at scale: padding, KV cache, tiling, shared heads
 ``plotting``              figures for every chapter (imports matplotlib on first use)
 ``source``                the package's own source, shown in the chapters
 ========================  ==========================================================
@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING, Any
 from .causal import CausalAttention, CrossAttention, causal_mask
 from .device import pick_device
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
-from .multihead import MultiHeadAttention, MultiHeadAttentionWrapper, WideMultiHeadAttention
+from .multihead import (
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    WideMultiHeadAttention,
+    packed_linear,
+)
 from .positions import (
     LearnedPositions,
     RotaryEmbedding,
@@ -124,6 +129,7 @@ __all__ = [
     "load_glove",
     "measure_peak_memory",
     "merge_heads",
+    "packed_linear",
     "pick_device",
     "plot_attention",
     "plot_attention_heads",

@@ -203,6 +203,7 @@ class MultiHeadAttention(nn.Module):
             queries = self.W_query(x).view(b, t, h, d_h)  # (b, t, h, d_h)
             keys = self.W_key(x).view(b, t, h, d_h)  # (b, t, h, d_h)
             values = self.W_value(x).view(b, t, h, d_h)  # (b, t, h, d_h)
+            # Scaled before the product: float16 stays finite (chapter 7).
             queries = queries.transpose(1, 2) * d_h**-0.5  # (b, h, t, d_h)
             keys, values = keys.transpose(1, 2), values.transpose(1, 2)
             scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)

@@ -34,6 +34,11 @@ from ._checks import (
 from .multihead import MultiHeadAttention
 from .training import TinyCausalModel, _check_tokens
 
+try:  # the one private torch module the package uses; see measure_peak_memory
+    from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
+except ImportError:  # pragma: no cover - a torch release that moved it
+    _TorchDispatchMode = object  # measure_peak_memory then refuses to count on the CPU
+
 
 class KVCache:
     """The keys and values of every token one attention layer has seen so far.
@@ -132,8 +137,8 @@ class KVCache:
         # torch.autocast the two differ.
         if keys.dtype != cached.dtype:
             raise TypeError(
-                f"kv_cache: expected dtype {cached.dtype} like the cached keys, "
-                f"got {keys.dtype}; reset the cache or convert the input"
+                f"kv_cache: expected dtype {cached.dtype} like the cached "
+                f"keys, got {keys.dtype}; reset the cache or convert the input"
             )
 
     def __repr__(self) -> str:
@@ -317,16 +322,16 @@ class CachedAttention(MultiHeadAttention):
     def _cached_tokens(self, kv_cache: object, t: int) -> int:
         """The number of cached tokens, after checking the cache has room."""
         if not isinstance(kv_cache, KVCache):
-            raise TypeError(
-                f"kv_cache: expected a KVCache (one per layer), got {type(kv_cache).__name__}"
-            )
+            kind = type(kv_cache).__name__
+            message = f"expected a KVCache (one per layer), got {kind}"
+            raise TypeError(f"kv_cache: {message}")
         past = kv_cache.length
         if past + t > self.context_length:
             raise ValueError(
                 f"kv_cache: expected at most context_length="
-                f"{self.context_length} tokens in all, got {past} cached + {t} "
-                f"new = {past + t}; start a new KVCache or build the module "
-                f"with a larger context_length"
+                f"{self.context_length} tokens in all, got {past} cached "
+                f"+ {t} new = {past + t}; start a new KVCache or build the "
+                f"module with a larger context_length"
             )
         return past
 
@@ -562,7 +567,8 @@ def measure_peak_memory(
     time. Here every tensor that an operation creates during the call is
     counted while a Python object still refers to its storage, through a
     ``TorchDispatchMode`` (``torch.utils._python_dispatch``, the one private
-    torch module the package uses; see :func:`_dispatch_mode`). This is exact
+    torch module the package uses, imported in one place; if a torch release
+    moves it, this function raises a ``RuntimeError`` saying so). This is exact
     and repeatable for code written with tensor operations; scratch buffers
     that a single fused kernel uses internally are not visible this way (they
     are small for the CPU kernels of ``scaled_dot_product_attention``). Run
@@ -586,59 +592,49 @@ def measure_peak_memory(
         fn()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - before
-    with _dispatch_mode()() as live:
+    if _TorchDispatchMode is object:  # pragma: no cover - depends on torch
+        raise RuntimeError(
+            "measure_peak_memory: expected torch.utils._python_dispatch."
+            f"TorchDispatchMode to count CPU tensors, which torch "
+            f"{torch.__version__} does not have; measure on CUDA "
+            "(device='cuda'), or use a torch release that has it (2.5 to 2.13)"
+        )
+    with _LiveTensors() as live:
         fn()
     return live.peak
 
 
-def _dispatch_mode() -> type:
-    """The class that counts live tensors, built on torch's private
-    ``TorchDispatchMode``: imported here and nowhere else, with a clear error
-    if a torch release moves it."""
-    try:
-        from torch.utils._python_dispatch import TorchDispatchMode
-    except ImportError as error:  # pragma: no cover - depends on torch
-        raise RuntimeError(
-            "measure_peak_memory: expected torch.utils._python_dispatch."
-            f"TorchDispatchMode, which torch {torch.__version__} does not "
-            "have; measure on CUDA (device='cuda') or with torch 2.5 to 2.x"
-        ) from error
+class _LiveTensors(_TorchDispatchMode):
+    """Bytes of the storages that operations create and that are still alive."""
 
-    class LiveTensors(TorchDispatchMode):
-        """Bytes of the storages created by operations and still alive."""
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: dict[int, int] = {}  # storage address -> live tensors using it
+        self.sizes: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.refs: dict[int, int] = {}  # storage address -> live tensors
-            self.sizes: dict[int, int] = {}
-            self.current = 0
-            self.peak = 0
+    def _release(self, key: int) -> None:
+        self.refs[key] -= 1
+        if self.refs[key] == 0:
+            del self.refs[key]
+            self.current -= self.sizes.pop(key)
 
-        def _release(self, key: int) -> None:
-            self.refs[key] -= 1
-            if self.refs[key] == 0:
-                del self.refs[key]
-                self.current -= self.sizes.pop(key)
-
-        def __torch_dispatch__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
-            out = func(*args, **(kwargs or {}))
-            for x in out if isinstance(out, (tuple, list)) else (out,):
-                if isinstance(x, torch.Tensor) and x.device.type != "meta":
-                    storage = x.untyped_storage()
-                    key = storage.data_ptr()
-                    if key not in self.refs:
-                        # A view shares its base's storage: it adds nothing.
-                        self.refs[key] = 0
-                        self.sizes[key] = storage.nbytes()
-                        self.current += storage.nbytes()
-                        self.peak = max(self.peak, self.current)
-                    self.refs[key] += 1
-                    weakref.finalize(x, self._release, key)
-            return out
-
-    return LiveTensors
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for x in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(x, torch.Tensor) and x.device.type != "meta":
+                storage = x.untyped_storage()
+                key = storage.data_ptr()
+                if key not in self.refs:
+                    # A view shares its base's storage, so it adds nothing.
+                    self.refs[key] = 0
+                    self.sizes[key] = storage.nbytes()
+                    self.current += storage.nbytes()
+                    self.peak = max(self.peak, self.current)
+                self.refs[key] += 1
+                weakref.finalize(x, self._release, key)
+        return out
 
 
 class CachedCausalModel(TinyCausalModel):
@@ -719,9 +715,9 @@ class CachedCausalModel(TinyCausalModel):
                 f"per layer, got {type(kv_caches).__name__}"
             )
         if len(kv_caches) != layers:
-            raise ValueError(
-                f"kv_caches: expected one KVCache per layer ({layers}), got {len(kv_caches)}"
-            )
+            count = len(kv_caches)
+            message = f"expected one KVCache per layer ({layers}), got {count}"
+            raise ValueError(f"kv_caches: {message}")
         lengths = [cache.length for cache in kv_caches]
         if len(set(lengths)) != 1:
             raise ValueError(
@@ -730,8 +726,8 @@ class CachedCausalModel(TinyCausalModel):
             )
         if lengths[0] + t > self.context_length:
             raise ValueError(
-                f"tokens: expected at most context_length={self.context_length} "
-                f"tokens, got {lengths[0]} cached + {t}"
+                "tokens: expected at most context_length="
+                f"{self.context_length} tokens, got {lengths[0]} cached + {t}"
             )
         return lengths[0]
 

@@ -223,18 +223,16 @@ class TinyCausalModel(nn.Module):
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
-        self.context_length = check_positive_int(
-            "context_length",
-            context_length,
-        )
+        context_length = check_positive_int("context_length", context_length)
+        self.context_length = context_length
         check_positive_int("num_layers", num_layers)
         check_positive_int("num_heads", num_heads)
         mlp = check_bool("mlp", mlp)
         layer_norm = check_bool("layer_norm", layer_norm)
         dropout = check_dropout(dropout)
         if positions not in POSITION_KINDS:
-            message = f"expected one of {POSITION_KINDS}, got {positions!r}"
-            raise ValueError(f"positions: {message}")
+            expected = f"expected one of {POSITION_KINDS}"
+            raise ValueError(f"positions: {expected}, got {positions!r}")
         self.positions_kind = positions
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positions: nn.Module | None = None
@@ -242,6 +240,7 @@ class TinyCausalModel(nn.Module):
             self.positions = LearnedPositions(context_length, d_model)
         elif positions == "sinusoidal":
             self.positions = SinusoidalPositions(context_length, d_model)
+        d = d_model
         layer = self.attention_class
         if positions == "rotary":
             if layer is not MultiHeadAttention:
@@ -251,27 +250,27 @@ class TinyCausalModel(nn.Module):
                     f"positions: expected {kinds} with {name}, got 'rotary'",
                 )
             layer = RotaryMultiHeadAttention
-
-        def norm() -> nn.Module:
-            return nn.LayerNorm(d_model) if layer_norm else nn.Identity()
-
-        args = (d_model, d_model, context_length, dropout, num_heads)
-        blocks = range(num_layers)
-        self.attention = nn.ModuleList(layer(*args) for _ in blocks)
-        self.attention_norms = nn.ModuleList(norm() for _ in blocks)
+        self.attention = nn.ModuleList(
+            layer(d, d, context_length, dropout, num_heads)
+            for _ in range(num_layers)  # one per block
+        )
+        self.attention_norms = nn.ModuleList(
+            nn.LayerNorm(d) if layer_norm else nn.Identity()
+            for _ in range(num_layers)  # one per block
+        )
         self.mlps = nn.ModuleList(
             nn.Sequential(
-                norm(),
+                nn.LayerNorm(d_model) if layer_norm else nn.Identity(),
                 nn.Linear(d_model, 4 * d_model),
                 nn.GELU(),
                 nn.Linear(4 * d_model, d_model),
             )
             if mlp
             else nn.Identity()
-            for _ in blocks
+            for _ in range(num_layers)
         )
         self.use_mlp = mlp
-        self.final_norm = norm()
+        self.final_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
 
     def forward(
@@ -310,12 +309,12 @@ class TinyCausalModel(nn.Module):
         t = tokens.shape[1]
         if offset + t > self.context_length:
             before = f"{offset} earlier + " if offset else ""
-            most = f"at most context_length={self.context_length}"
             raise ValueError(
-                f"tokens: expected {most} tokens, got {before}{t}",
+                "tokens: expected at most context_length="
+                f"{self.context_length} tokens, got {before}{t}"
             )
         if tokens.numel():
-            # One pass over the ids and one device sync for both bounds.
+            # One pass over the ids and one synchronisation, for both ends.
             low, high = (int(v) for v in torch.aminmax(tokens))
             if low < 0 or high >= self.vocab_size:
                 raise ValueError(
@@ -332,7 +331,7 @@ class TinyCausalModel(nn.Module):
         i: int,
         x: torch.Tensor,
         return_weights: bool = False,
-        **options: object,
+        **attention_options: object,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Block ``i``: ``x + attention(norm(x))``, then, with ``mlp=True``, ``x + mlp(x)``.
 
@@ -340,14 +339,14 @@ class TinyCausalModel(nn.Module):
             i: the index of the block, from 0.
             x: ``(b, t, d)`` input of the block.
             return_weights: also return the attention weights.
-            options: passed on to the attention layer's ``forward``.
+            attention_options: passed on to the attention layer's ``forward``.
 
         Returns:
             ``(x, weights)``: the ``(b, t, d)`` output and the ``(b, h, t, t)`` weights, or
             ``None`` without ``return_weights``.
         """
-        attention = self.attention[i]
-        norm, mlp = self.attention_norms[i], self.mlps[i]
+        attention, norm = self.attention[i], self.attention_norms[i]
+        options = attention_options
         weights = None
         if return_weights:
             out, weights = attention(norm(x), True, **options)  # (b, t, d)
@@ -355,7 +354,7 @@ class TinyCausalModel(nn.Module):
             out = attention(norm(x), **options)  # (b, t, d)
         x = x + out
         if self.use_mlp:
-            x = x + mlp(x)
+            x = x + self.mlps[i](x)  # (b, t, d)
         return x, weights
 
 
