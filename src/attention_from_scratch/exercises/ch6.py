@@ -89,6 +89,7 @@ def three_accuracies(far_accuracies):
 )
 def measured_on_the_new_positions(far_accuracies, k_models):
     assert isinstance(far_accuracies, dict) and isinstance(k_models, dict)
+    assert all(isinstance(far_accuracies.get(kind), (int, float)) for kind in _KINDS)
     for kind in _KINDS:
         expected = _far_accuracy(answer_module(k_models[kind]))
         assert abs(float(far_accuracies[kind]) - expected) < 0.02
