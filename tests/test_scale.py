@@ -788,6 +788,35 @@ def tiny_model(seed: int = 0, **kwargs: object) -> afs.CachedCausalModel:
     return afs.CachedCausalModel(11, 16, 12, **options).eval()
 
 
+def test_cached_model_is_chapter_6_model_with_the_same_weights_and_logits() -> None:
+    torch.manual_seed(5)
+    plain = afs.TinyCausalModel(11, 16, 12, num_layers=2, num_heads=2, mlp=True).eval()
+    torch.manual_seed(5)
+    cached = afs.CachedCausalModel(11, 16, 12, num_layers=2, num_heads=2, mlp=True).eval()
+    assert isinstance(cached, afs.TinyCausalModel)
+    assert all(isinstance(layer, afs.CachedAttention) for layer in cached.attention)
+    assert not any(isinstance(layer, afs.CachedAttention) for layer in plain.attention)
+    for (name, value), (other, expected) in zip(
+        cached.state_dict().items(), plain.state_dict().items(), strict=True
+    ):
+        assert name == other and torch.equal(value, expected), name  # same draws, same order
+    tokens = torch.randint(0, 11, (2, 9), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        torch.testing.assert_close(cached(tokens), plain(tokens), rtol=0, atol=0)
+
+
+def test_generate_with_a_cache_needs_the_cached_model() -> None:
+    torch.manual_seed(0)
+    plain = afs.TinyCausalModel(11, 16, 12, num_layers=2, num_heads=2)
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    tokens, _ = afs.generate(plain, prompt, 2, use_cache=False)
+    assert tokens.shape == (1, 5)
+    with pytest.raises(
+        TypeError, match=r"model: expected a CachedCausalModel .* got TinyCausalModel"
+    ):
+        afs.generate(plain, prompt, 2)
+
+
 @FAST
 @given(
     positions=st.sampled_from(["none", "learned", "sinusoidal"]),

@@ -240,12 +240,14 @@ class CachedAttention(MultiHeadAttention):
         if kv_cache is not None:
             keys, values = kv_cache.append(keys, values)  # (b, h_kv, s, d_h)
 
-        hidden = None  # the plain causal mask, which the fused kernels know
-        if past > 0:
-            hidden = self.mask[past:s, :s]  # (t, s): query i sits at past + i
+        # True where a query may not look: the future of query i, which sits
+        # at position past + i, and with a padding mask every padded key.
+        future = self.mask[past:s, :s]  # (t, s)
+        hidden = future if past > 0 else None  # None: the kernels' own mask
         empty = None
         if key_padding_mask is not None:
-            hidden = self.mask[past:s, :s] | key_padding_mask[:, None, None, :]
+            padded = key_padding_mask[:, None, None, :]  # (b, 1, 1, s)
+            hidden = future | padded  # (b, 1, t, s)
             # A row with no visible key would be 0/0 = NaN. It is computed
             # with every key visible instead (finite values and gradients),
             # and its output is zeroed below.
