@@ -60,6 +60,19 @@ def rotates_features_i_and_i_plus_half(rotate_half):
         assert torch.allclose(out[row], rotated_half_by_formula(_VECTOR, p), atol=1e-5)
 
 
+@rotate_half.check(
+    points=1,
+    hint="`rotate_half` must be a function that reads t and d_h from the shape of x, so that "
+    "it works for any head size and leading axes, e.g. (b, h, t, d_h) = (2, 2, 3, 4).",
+)
+def any_head_size(rotate_half):
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, 3, 4, dtype=torch.float64)  # (b, h, t, d_h): another head size
+    out = answer_tensor(rotate_half(x, 2), (2, 2, 3, 4)).double()
+    for p in range(3):
+        assert torch.allclose(out[1, 0, p], rotated_half_by_formula(x[1, 0, p].tolist(), 2 + p))
+
+
 extrapolate = Exercise("ch6-ex-extrapolate", chapter=6)
 _KINDS = ("learned", "sinusoidal", "rotary")
 
@@ -99,17 +112,21 @@ ablate_induction = Exercise("ch6-ex-ablate-induction", chapter=6)
 
 
 def held_out_induction() -> tuple[torch.Tensor, torch.Tensor]:
-    """The chapter's held-out induction sequences (seed 2).
+    """The chapter's held-out induction sequences: seed 2, without those of the training set.
 
     Introduced in chapter 6.
     """
-    return induction_task(1000, 20, 16, min_period=3, max_period=10, seed=2)
+    x_train, _ = induction_task(4000, 20, 16, min_period=3, max_period=10, seed=1)
+    inputs, targets = induction_task(1000, 20, 16, min_period=3, max_period=10, seed=2)
+    seen = {tuple(row) for row in x_train.tolist()}
+    new = torch.tensor([tuple(row) not in seen for row in inputs.tolist()])  # (b,)
+    return inputs[new], targets[new]
 
 
 @ablate_induction.check(
     points=2,
     hint="Zero the output of `induction_model.attention[1]` with a forward hook (as "
-    "`accuracy_without` does) and `evaluate` the model on `x_test` and `y_test`.",
+    "`accuracy_without` does) and `evaluate` the model on `x_test_ind` and `y_test_ind`.",
 )
 def accuracy_without_layer_1(without_induction_head, induction_model):
     assert isinstance(without_induction_head, (int, float))
@@ -121,29 +138,76 @@ def accuracy_without_layer_1(without_induction_head, induction_model):
 
 
 causal_bag = Exercise("ch6-ex-causal-bag", chapter=6)
+_SWAP = [0, 1, 2, 4, 3, *range(5, 32)]  # tokens 3 and 4 swapped
+
+
+def _prediction_changes(model: torch.nn.Module) -> torch.Tensor:
+    """Where a three-places-back model's predicted token changes when tokens 3 and 4 of the
+    first held-out sequence (seed 2) are swapped, ``(32,)`` bool."""
+    inputs, _ = k_back_task(1000, 32, 16, 3, seed=2)
+    pair = torch.stack([inputs[0], inputs[0, _SWAP]])  # (2, t)
+    with torch.no_grad():
+        predictions = model(pair).argmax(dim=-1)  # (2, t)
+    return predictions[0] != predictions[1]
+
+
+@causal_bag.check(
+    points=1,
+    hint='`changed` must be a dict with the keys "none" and "learned", each a (32,) bool '
+    "tensor, True where the predicted token changes.",
+)
+def two_masks(changed):
+    assert isinstance(changed, dict) and set(changed) == {"none", "learned"}
+    for value in changed.values():
+        assert answer_tensor(value, (32,)).dtype == torch.bool
 
 
 @causal_bag.check(
     points=2,
-    hint="`unchanged` must be a (6,) bool tensor. Query i sees tokens 0..i: after swapping "
-    "tokens 1 and 2, which queries see the same tokens, with the same token of their own?",
+    hint="Swap tokens 3 and 4 of x_test[0] (the three-places-back task), run both sequences "
+    "through k_models[name] and compare the argmax of the logits position by position.",
 )
-def which_outputs_stay(unchanged):
-    answer = answer_tensor(unchanged, (6,))
-    assert answer.dtype == torch.bool
-    # Query i reads the bag {0..i}; swapping 1 and 2 changes the bag of query 1 and the own
-    # token of queries 1 and 2 only.
-    expected = [i == 0 or i >= 3 for i in range(6)]
-    assert answer.tolist() == expected
+def measured_on_both_models(changed, k_models):
+    assert isinstance(changed, dict) and isinstance(k_models, dict)
+    for name in ("none", "learned"):
+        expected = _prediction_changes(answer_module(k_models[name]))
+        assert answer_tensor(changed[name], (32,)).tolist() == expected.tolist()
 
 
-why_order_blind = Exercise(
-    "ch6-ex-why-order-blind",
-    chapter=6,
-    manual_points=2,
-    rubric="1 point: without positions the model sees only the bag of earlier tokens; as "
-    "tokens are independent, every order is equally likely, so the token three back is any "
-    "earlier token with equal probability and the most frequent one is the best guess. "
-    "1 point: in long sequences all tokens become about equally frequent, so that guess "
-    "approaches 1/16.",
+why_order_blind = Exercise("ch6-ex-why-order-blind", chapter=6)
+_LONG = (128, 512)
+
+
+def order_blind_bound(inputs: torch.Tensor, vocab_size: int, k: int) -> float:
+    """The accuracy of guessing, at every position ``i >= k``, the most frequent of tokens
+    ``0..i-1``, averaged over the outcomes (the reference of the checks).
+
+    Introduced in chapter 6.
+    """
+    counts = torch.nn.functional.one_hot(inputs, vocab_size).cumsum(dim=1)  # (b, t, vocab)
+    best = counts[:, k - 1 : -1].max(dim=-1).values.double()  # (b, t - k)
+    seen = torch.arange(k, inputs.shape[1], dtype=torch.float64)  # (t - k,): i tokens
+    return float((best / seen).mean())
+
+
+@why_order_blind.check(
+    points=1,
+    hint="`bounds` must be a dict with the keys 128 and 512, each an accuracy between 0 and 1.",
 )
+def two_bounds(bounds):
+    assert isinstance(bounds, dict) and set(bounds) == set(_LONG)
+    for value in bounds.values():
+        assert isinstance(value, (int, float)) and 0.0 <= value <= 1.0
+
+
+@why_order_blind.check(
+    points=2,
+    hint="Make 1000 sequences of t tokens with k_back_task(1000, t, VOCAB, K, seed=2) and "
+    "pass them to order_blind_accuracy, for t = 128 and t = 512.",
+)
+def measured_at_both_lengths(bounds):
+    assert isinstance(bounds, dict)
+    for t in _LONG:
+        inputs, _ = k_back_task(1000, t, 16, 3, seed=2)
+        expected = order_blind_bound(inputs, 16, 3)
+        assert abs(float(bounds[t]) - expected) < 0.002
