@@ -183,6 +183,14 @@ def order_blind_bound(inputs: torch.Tensor, vocab_size: int, k: int) -> float:
     ``0..i-1``, averaged over the outcomes (the reference of the checks).
 
     Introduced in chapter 6.
+
+    Args:
+        inputs: token ids, ``(b, t)``, from :func:`k_back_task`.
+        vocab_size: the number of token ids.
+        k: how many places back the answer lies; positions ``0..k-1`` are not scored.
+
+    Returns:
+        The accuracy, between 0 and 1.
     """
     counts = torch.nn.functional.one_hot(inputs, vocab_size).cumsum(dim=1)  # (b, t, vocab)
     best = counts[:, k - 1 : -1].max(dim=-1).values.double()  # (b, t - k)
