@@ -310,3 +310,49 @@ def test_shown_source_fits_the_column(name: str) -> None:
     # The pages show the code without its docstring (help() shows that).
     code = attention_from_scratch.show_source(shown, docstrings=False).code
     assert [line for line in code.split("\n") if len(line) > 79] == []
+
+
+# Figures each chapter had before its schematic diagrams (all data plots); every chapter
+# gained at least two diagrams drawn by `attention_from_scratch.diagrams`.
+FIGURES_BEFORE_DIAGRAMS = {
+    "01_simplified_attention": 3,
+    "02_trainable_qkv": 4,
+    "03_causal_attention": 5,
+    "04_multi_head_attention": 4,
+    "05_tensor_layout": 5,
+    "06_attention_that_learns": 4,
+    "07_attention_at_scale": 2,
+}
+
+
+def figure_cells(path: Path) -> list[dict]:
+    return [cell for cell in code_cells(path) if "mystnb" in cell.get("metadata", {})]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_chapter_has_its_schematic_diagrams(path: Path) -> None:
+    figures = figure_cells(path)
+    assert len(figures) >= FIGURES_BEFORE_DIAGRAMS[path.stem] + 2
+    diagrams = [
+        cell
+        for cell in figures
+        if "from attention_from_scratch.diagrams import" in "".join(cell["source"])
+    ]
+    assert len(diagrams) >= 2, f"{path.name}: {len(diagrams)} schematic diagrams"
+    for cell in diagrams:
+        metadata = cell["metadata"]
+        name = metadata["mystnb"]["figure"]["name"]
+        # The drawing code is hidden; the figure is explained to a reader who cannot see it.
+        assert "hide-input" in metadata.get("tags", []), name
+        alt = metadata["mystnb"]["image"]["alt"]
+        assert len(alt.split()) >= 30, f"{name}: alt text of {len(alt.split())} words"
+        assert metadata["mystnb"]["figure"]["caption"].strip(), name
+        # Each diagram is introduced in the text before it is shown.
+        assert f"{{numref}}`{name}`" in markdown(path), f"{name} is never referred to"
+
+
+def test_the_line_view_shows_the_heads_of_chapters_4_and_6() -> None:
+    for stem in ("04_multi_head_attention", "06_attention_that_learns"):
+        path = ROOT / "book" / f"{stem}.ipynb"
+        sources = ["".join(cell["source"]) for cell in figure_cells(path)]
+        assert any("plot_attention_lines(" in source for source in sources), stem

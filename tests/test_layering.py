@@ -31,7 +31,16 @@ CHAPTERS = {
     "scale": 7,
 }
 #: Shared helpers serve every chapter from the first, so they import no chapter module.
-HELPERS = {"_checks", "device", "toy", "source", "plotting", "exercises", "exercises._core"}
+HELPERS = {
+    "_checks",
+    "device",
+    "toy",
+    "source",
+    "plotting",
+    "diagrams",
+    "exercises",
+    "exercises._core",
+}
 
 
 def module_name(path: Path, root: Path) -> str:

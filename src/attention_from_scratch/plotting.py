@@ -53,6 +53,31 @@ _TICK_INCHES = 0.16
 # Key labels are slanted at 45 degrees up to this many, upright (90 degrees) above it.
 _SLANTED_UP_TO = 16
 
+# One colour per role in every figure of the book, from the Okabe-Ito palette, which readers
+# with any common colour-vision deficiency can tell apart. The schematic diagrams
+# (``diagrams.py``) use them; book/notation.md shows the legend.
+ROLE_COLOURS: dict[str, str] = {
+    "input": "#999999",  # grey: the inputs X
+    "query": "#0072B2",  # blue: queries Q
+    "key": "#E69F00",  # orange: keys K
+    "value": "#009E73",  # bluish green: values V
+    "output": "#56B4E9",  # sky blue: context vectors Z
+    "mask": "#D55E00",  # vermillion: what a mask or dropout removes
+    "cache": "#CC79A7",  # reddish purple: what a KV cache keeps
+}
+# One colour per head (head i takes HEAD_COLOURS[i % 8]), the same eight colours in an order
+# that keeps neighbouring heads far apart.
+HEAD_COLOURS: tuple[str, ...] = (
+    "#0072B2",
+    "#CC79A7",
+    "#009E73",
+    "#E69F00",
+    "#56B4E9",
+    "#D55E00",
+    "#000000",
+    "#F0E442",
+)
+
 
 def _fit_column(width: float, height: float) -> tuple[float, float]:
     """Scale a (width, height) in inches down, keeping its shape, to fit the column."""

@@ -1,0 +1,525 @@
+"""The schematic diagrams: what they draw, what they refuse, and that they fit the column.
+
+Expected numbers come from hand computation or from the definitions (a causal mask of 6
+tokens allows 21 pairs and forbids 15), never from the diagram code itself. Figures are drawn
+with the non-interactive Agg backend and closed after each test.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.text import Text
+
+import attention_from_scratch as afs
+from attention_from_scratch import diagrams
+from attention_from_scratch.plotting import HEAD_COLOURS, ROLE_COLOURS
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
+# Okabe and Ito's eight colours, distinguishable with every common colour-vision deficiency.
+OKABE_ITO = {
+    "#000000",
+    "#e69f00",
+    "#56b4e9",
+    "#009e73",
+    "#f0e442",
+    "#0072b2",
+    "#d55e00",
+    "#cc79a7",
+    "#999999",  # the grey Okabe and Ito use for neutral elements
+}
+
+
+def inputs() -> torch.Tensor:
+    return afs.toy_sentence()[1]
+
+
+def all_texts(fig: Figure) -> list[str]:
+    return [text.get_text() for text in fig.findobj(Text) if text.get_text()]
+
+
+def weights(rows: int = 6) -> torch.Tensor:
+    scores = torch.randn(rows, rows, generator=torch.Generator().manual_seed(0))
+    return torch.softmax(scores.masked_fill(afs.causal_mask(rows), float("-inf")), dim=-1)
+
+
+# One call per public function, with the sizes of the chapter that uses it.
+GOOD: dict[str, Callable[[], Figure]] = {
+    "context_vector": lambda: diagrams.draw_context_vector(inputs(), TOKENS, query=1),
+    "query_path": lambda: diagrams.draw_query_path(
+        inputs()[:, :2], inputs()[:, 1:], inputs(), TOKENS, query=5
+    ),
+    "attention_matrices": lambda: diagrams.draw_attention_matrices(inputs(), TOKENS),
+    "projections": lambda: diagrams.draw_projections(
+        inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 2)
+    ),
+    "causal_graph": lambda: diagrams.draw_causal_graph(afs.causal_mask(6), TOKENS),
+    "dropout": lambda: diagrams.draw_dropout(
+        torch.full((6,), 1 / 6), torch.tensor([1 / 3, 0, 1 / 3, 0, 0, 1 / 3]), TOKENS, p=0.5
+    ),
+    "head_split": lambda: diagrams.draw_head_split(2, 6, 4, 2),
+    "wrapper_vs_batched": lambda: diagrams.draw_wrapper_vs_batched(3, 2, 2),
+    "lines": lambda: diagrams.plot_attention_lines(torch.stack((weights(), weights())), TOKENS),
+    "lines_eight_heads_32_tokens": lambda: diagrams.plot_attention_lines(
+        weights(32).expand(8, 32, 32)
+    ),
+    "strided_read": lambda: diagrams.draw_strided_read(torch.arange(1.0, 13).view(3, 4).T),
+    "positions_added": lambda: diagrams.draw_positions_added(
+        torch.rand(6, 8) - 0.5, afs.sinusoidal_positions(6, 8), TOKENS
+    ),
+    "induction_circuit": lambda: diagrams.draw_induction_circuit(
+        list("abcdabcd"), weights(8), weights(8), query=5
+    ),
+    "kv_cache": lambda: diagrams.draw_kv_cache(7, 4),
+    "tiles": lambda: diagrams.draw_tiles(16, 16, 4),
+    "grouped_heads": lambda: diagrams.draw_grouped_heads(8, (8, 2, 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(GOOD))
+def test_every_diagram_fits_the_column_with_legible_text(name: str) -> None:
+    before = plt.get_fignums()
+    fig = GOOD[name]()
+    assert isinstance(fig, Figure)
+    # Exactly one new figure, for the caller to show or close.
+    assert len(plt.get_fignums()) == len(before) + 1
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    assert buffer.getvalue().startswith(b"\x89PNG")
+    # Everything drawn, labels included, lies within the book's 7-inch column, even after
+    # the notebook pads the tight bounding box by 0.1 inches on each side.
+    renderer = fig.canvas.get_renderer()
+    box = fig.get_tightbbox(renderer)
+    assert fig.get_figwidth() <= 7.0 + 1e-9
+    assert box.width + 0.2 <= 7.0 + 1e-6, f"{name}: drawn {box.width:.2f} inches wide"
+    assert box.x0 >= -0.05, f"{name}: text runs off the left edge"
+    assert fig.get_figheight() <= 16.0  # two rows of four 32-token line views, the tallest
+    sizes = [text.get_fontsize() for text in fig.findobj(Text) if text.get_text()]
+    assert sizes and min(sizes) >= 9
+
+
+def test_palette_is_one_colour_per_role_and_colour_blind_safe() -> None:
+    roles = {"input", "query", "key", "value", "output", "mask", "cache"}
+    assert set(ROLE_COLOURS) == roles
+    assert len({to_hex(colour) for colour in ROLE_COLOURS.values()}) == len(roles)
+    assert {to_hex(colour) for colour in ROLE_COLOURS.values()} <= OKABE_ITO
+    assert len(set(HEAD_COLOURS)) == 8
+    assert {to_hex(colour) for colour in HEAD_COLOURS} <= OKABE_ITO
+
+
+# ---------------------------------------------------------------------------------------------
+# What each diagram shows
+# ---------------------------------------------------------------------------------------------
+
+
+def test_context_vector_shows_the_numbers_of_journey() -> None:
+    texts = all_texts(diagrams.draw_context_vector(inputs(), TOKENS, query=1))
+    # journey . journey = 0.55^2 + 0.87^2 + 0.66^2 = 1.495, and journey . Your = 0.9544.
+    assert "1.50" in texts and "0.95" in texts
+    # The weight of "journey" for itself and its context vector, as printed in chapter 1.
+    assert "0.238" in texts
+    # z^(1) = [0.4419, 0.6515, 0.5683], the last block, drawn before the sum of the weights.
+    end = texts.index("weights sum to 1.000")
+    assert texts[end - 3 : end] == ["0.44", "0.65", "0.57"]
+
+
+def test_query_path_scales_the_scores_by_the_key_size() -> None:
+    x = inputs()
+    texts = all_texts(diagrams.draw_query_path(x, x, x, TOKENS, query=1))
+    # The same scores as chapter 1, divided by sqrt(d_k) = sqrt(3) before the softmax.
+    expected = torch.softmax(x @ x[1] / 3**0.5, dim=-1)
+    assert [f"{w:.3f}" for w in expected.tolist()] == [
+        text for text in texts if len(text) == 5 and text.startswith("0.")
+    ]
+    assert "1.50" in texts  # the unscaled score of journey with itself
+    assert any("softmax" in text and "sqrt{3}" in text for text in texts)
+
+
+def test_attention_matrices_frame_the_query_row_in_every_block() -> None:
+    fig = diagrams.draw_attention_matrices(inputs(), TOKENS, query=5)
+    texts = all_texts(fig)
+    assert texts.count("(6, 3)") == 2 and texts.count("(6, 6)") == 2
+    frames = [
+        patch
+        for patch in fig.axes[0].patches
+        if to_hex(patch.get_edgecolor()) == to_hex(ROLE_COLOURS["query"])
+    ]
+    assert len(frames) == 4
+    # Every frame sits on the bottom row, row 5 of the six: as low as any cell.
+    lowest = min(patch.get_y() for patch in fig.axes[0].patches if isinstance(patch, Rectangle))
+    assert [frame.get_y() for frame in frames] == pytest.approx([lowest] * 4)
+
+
+def test_projections_label_every_block_with_its_shape() -> None:
+    fig = diagrams.draw_projections(inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 5))
+    texts = all_texts(fig)
+    assert texts.count("(3, 2)") == 2 and "(3, 5)" in texts
+    assert texts.count("(6, 2)") == 3  # Q and K above, Q again below
+    assert "(6, 5)" in texts and "(2, 6)" in texts and "(6, 6)" in texts
+
+
+def arrows(fig: Figure, colour: str) -> list[FancyArrowPatch]:
+    return [
+        patch
+        for patch in fig.axes[0].patches
+        if isinstance(patch, FancyArrowPatch) and to_hex(patch.get_edgecolor()) == colour
+    ]
+
+
+def test_causal_graph_draws_an_arc_per_allowed_and_forbidden_pair() -> None:
+    fig = diagrams.draw_causal_graph(afs.causal_mask(6), TOKENS)
+    # 6 tokens: 15 pairs j < i and 6 self-loops are allowed, 15 pairs j > i forbidden.
+    assert len(arrows(fig, to_hex(ROLE_COLOURS["key"]))) == 21
+    assert len(arrows(fig, to_hex(ROLE_COLOURS["mask"]))) == 15
+    assert all_texts(fig).count("×") == 15
+    # No mask at all: every pair may talk.
+    open_fig = diagrams.draw_causal_graph(torch.zeros(4, 4, dtype=torch.bool))
+    assert len(arrows(open_fig, to_hex(ROLE_COLOURS["key"]))) == 16
+    assert arrows(open_fig, to_hex(ROLE_COLOURS["mask"])) == []
+
+
+def test_dropout_crosses_out_exactly_the_dropped_weights() -> None:
+    torch.manual_seed(123)
+    row = torch.softmax(torch.randn(6), dim=-1)
+    dropped = torch.nn.Dropout(0.5)(row)
+    zeros = int((dropped == 0).sum())
+    assert 0 < zeros < 6  # this seed drops some but not all
+    texts = all_texts(diagrams.draw_dropout(row, dropped, TOKENS, p=0.5))
+    assert texts.count("×") == zeros
+    assert texts.count("0.00") >= zeros
+    assert any("= 2" in text for text in texts)  # 1 / (1 - 0.5)
+
+
+def test_head_split_keeps_each_feature_in_its_column() -> None:
+    fig = diagrams.draw_head_split(2, 6, 4, 2)
+    texts = all_texts(fig)
+    assert "(b, t, d_out)\n= (2, 6, 4)" in texts
+    assert "(b, t, h, d_h)\n= (2, 6, 2, 2)" in texts
+    assert "(b, h, t, d_h)\n= (2, 2, 6, 2)" in texts
+    # Feature 3 appears once per token in each of the three pictures.
+    assert texts.count("3") == 3 * 6
+    assert "head 0" in texts and "head 1" in texts
+
+
+def test_wrapper_vs_batched_shows_both_shapes() -> None:
+    texts = " ".join(all_texts(diagrams.draw_wrapper_vs_batched(3, 2, 2)))
+    assert "(3, 2)" in texts and "(3, 4)" in texts and "(b, t, 4)" in texts
+
+
+def lines(fig: Figure) -> list[Line2D]:
+    return [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 2]
+
+
+def line_alphas(fig: Figure) -> dict[str, list[float]]:
+    """The opacity of every line of a line view, by the colour of its head."""
+    found: dict[str, list[float]] = {}
+    for collection in fig.axes[0].collections:
+        for red, green, blue, alpha in collection.get_colors():
+            found.setdefault(to_hex((red, green, blue)), []).append(round(float(alpha), 6))
+    return found
+
+
+def test_line_view_draws_a_line_per_weight_with_its_opacity() -> None:
+    # One head looking at itself, one spreading evenly over the first two keys.
+    eye = torch.eye(3)
+    even = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0]])
+    fig = diagrams.plot_attention_lines(torch.stack((eye, even)), ["a", "b", "c"])
+    by_head = line_alphas(fig)
+    assert sorted(by_head) == sorted(to_hex(colour) for colour in HEAD_COLOURS[:2])
+    assert sorted(by_head[to_hex(HEAD_COLOURS[0])]) == [1.0, 1.0, 1.0]
+    assert sorted(by_head[to_hex(HEAD_COLOURS[1])]) == [0.5, 0.5, 0.5, 0.5, 1.0]
+    # Each line joins a query on the left to a key on the right: eye's lines are level.
+    segments = fig.axes[0].collections[0].get_segments()
+    assert all(start[1] == end[1] and start[0] < end[0] for start, end in segments)
+    assert {"head 0", "head 1", "a", "b", "c"} <= set(all_texts(fig))
+    # One head as (t, s), cross-attention labels, named panels.
+    fig = diagrams.plot_attention_lines(
+        torch.full((2, 3), 1 / 3),
+        ["le", "chat"],
+        key_tokens=["the", "black", "cat"],
+        head_names=["cross"],
+        title="French to English",
+    )
+    assert sum(len(alphas) for alphas in line_alphas(fig).values()) == 6
+    assert {"le", "chat", "the", "black", "cat", "cross", "French to English"} <= set(
+        all_texts(fig)
+    )
+
+
+def test_strided_read_tells_whether_view_can_follow() -> None:
+    transposed = torch.arange(1.0, 13).view(3, 4).T  # reads storage 0, 4, 8, 1, 5, ...
+    texts = all_texts(diagrams.draw_strided_read(transposed, name="x_t"))
+    assert texts.count("+4") == 8 and texts.count("-7") == 3
+    assert any("view(-1) fails" in text for text in texts)
+    texts = all_texts(diagrams.draw_strided_read(transposed.contiguous()))
+    assert texts.count("+1") == 11
+    assert any("view(-1) works" in text for text in texts)
+
+
+def test_induction_circuit_names_the_token_to_predict() -> None:
+    sequence = ["3", "14", "7", "1", "9", "3", "14", "7", "1"]
+    t = len(sequence)
+    previous = torch.zeros(t, t)
+    previous[0, 0] = 1.0
+    previous[torch.arange(1, t), torch.arange(t - 1)] = 1.0  # always the token before
+    induction = torch.eye(t)
+    induction[7] = 0.0
+    induction[7, 3] = 1.0  # query 7 ("7") attends to key 3 ("1"), after the earlier "7"
+    fig = diagrams.draw_induction_circuit(sequence, previous, induction, query=7)
+    texts = " ".join(all_texts(fig))
+    assert 'key 3 ("1")' in texts and 'earlier "7" at position 2' in texts
+    assert 'predict "1" at position 8' in texts
+    # The first layer's arcs into positions 1 to 7, the keys query 7 may read (not 8); the
+    # second layer's single arc, from query 7 to key 3.
+    assert len(arrows(fig, to_hex(HEAD_COLOURS[0]))) == 7
+    assert len(arrows(fig, to_hex(HEAD_COLOURS[1]))) == 1
+
+
+def test_kv_cache_counts_the_keys_and_values_computed() -> None:
+    fig = diagrams.draw_kv_cache(7, 4)
+    texts = all_texts(fig)
+    # Without a cache: 7 + 8 + 9 + 10 + 11 = 45; with one: the prompt's 7, then 1 per step.
+    assert "keys and values computed: 45" in texts
+    assert "keys and values computed: 11" in texts
+    assert [text for text in texts if text.startswith("step")] == [
+        f"step {i}" for i in (1, 2, 3, 4)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("t", "s", "block", "counts"),
+    [
+        (16, 16, 4, (6, 4, 6)),  # 16 tiles: 4 on the diagonal, 6 below, 6 above it
+        (12, 16, 4, (6, 3, 3)),  # queries at positions 4 to 15, as when decoding with a cache
+        (5, 5, 2, (4, 2, 3)),  # ragged: the last diagonal tile is one cell, nothing masked
+    ],
+)
+def test_tiles_are_computed_skipped_or_partly_masked(
+    t: int, s: int, block: int, counts: tuple[int, int, int]
+) -> None:
+    texts = all_texts(diagrams.draw_tiles(t, s, block))
+    computed, partly, skipped = counts
+    assert f"computed: {computed}" in texts
+    assert f"partly masked: {partly}" in texts
+    assert f"skipped: {skipped}" in texts
+
+
+def test_grouped_heads_connect_each_query_head_to_its_group() -> None:
+    fig = diagrams.draw_grouped_heads(8, (8, 2, 1))
+    drawn = lines(fig)
+    assert len(drawn) == 3 * 8
+    # In the grouped row, query heads 0-3 share one colour and 4-7 another.
+    grouped = drawn[8:16]
+    colours = [to_hex(line.get_color()) for line in grouped]
+    assert len(set(colours[:4])) == 1 and len(set(colours[4:])) == 1
+    assert colours[0] != colours[4]
+    texts = " ".join(all_texts(fig))
+    assert "multi-head" in texts and "grouped-query" in texts and "multi-query" in texts
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: a clear error, and no figure left open
+# ---------------------------------------------------------------------------------------------
+
+BAD: list[tuple[Callable[[], object], type[Exception], str]] = [
+    (lambda: diagrams.draw_context_vector([[1.0]]), TypeError, r"inputs: expected a torch"),
+    (lambda: diagrams.draw_context_vector(torch.ones(6)), ValueError, r"inputs: expected a"),
+    (lambda: diagrams.draw_context_vector(torch.ones(12, 3)), ValueError, r"at most 10 tokens"),
+    (lambda: diagrams.draw_context_vector(torch.ones(6, 8)), ValueError, r"1 to 4 features"),
+    (lambda: diagrams.draw_context_vector(inputs(), query=6), ValueError, r"query: .* 0 to 5"),
+    (lambda: diagrams.draw_context_vector(inputs(), query=1.0), TypeError, r"query: expected"),
+    (lambda: diagrams.draw_context_vector(inputs(), TOKENS[:5]), ValueError, r"expected 6 lab"),
+    (
+        lambda: diagrams.draw_query_path(inputs(), inputs()[:, :2], inputs()),
+        ValueError,
+        r"keys: expected the shape of queries \(6, 3\)",
+    ),
+    (
+        lambda: diagrams.draw_query_path(inputs(), inputs(), inputs()[:5]),
+        ValueError,
+        r"values: expected one row per key \(6\)",
+    ),
+    (
+        lambda: diagrams.draw_attention_matrices(torch.ones(6, 9)),
+        ValueError,
+        r"inputs: expected at most 8 features",
+    ),
+    (
+        lambda: diagrams.draw_projections(
+            inputs(), torch.rand(2, 2), torch.rand(3, 2), torch.rand(3, 2)
+        ),
+        ValueError,
+        r"w_query: expected shape \(d_in, d_out\) with d_in=3",
+    ),
+    (
+        lambda: diagrams.draw_projections(
+            inputs(), torch.rand(3, 2), torch.rand(3, 3), torch.rand(3, 2)
+        ),
+        ValueError,
+        r"w_key: expected the shape of w_query",
+    ),
+    (
+        lambda: diagrams.draw_projections(
+            inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 9)
+        ),
+        ValueError,
+        r"w_value: expected at most 8 columns to draw legibly, got 9",
+    ),
+    (
+        lambda: diagrams.draw_projections(
+            torch.rand(6, 9), torch.rand(9, 2), torch.rand(9, 2), torch.rand(9, 2)
+        ),
+        ValueError,
+        r"inputs: expected at most 8 columns to draw legibly, got 9",
+    ),
+    (
+        lambda: diagrams.draw_projections(inputs(), torch.rand(3, 2), None, torch.rand(3, 2)),
+        TypeError,
+        r"w_key: expected a torch.Tensor",
+    ),
+    (lambda: diagrams.draw_causal_graph(torch.ones(6, 6)), TypeError, r"mask: expected a bool"),
+    (
+        lambda: diagrams.draw_causal_graph(torch.zeros(3, 4, dtype=torch.bool)),
+        ValueError,
+        r"mask: expected a square",
+    ),
+    (
+        lambda: diagrams.draw_causal_graph(afs.causal_mask(40)),
+        ValueError,
+        r"at most 10 tokens",
+    ),
+    (
+        lambda: diagrams.draw_dropout(torch.full((4,), 0.25), torch.full((4,), 0.25), p=0.5),
+        ValueError,
+        r"dropped: expected weights with some entries zeroed",
+    ),
+    (
+        lambda: diagrams.draw_dropout(torch.full((4,), 0.25), torch.zeros(4), p=1.0),
+        ValueError,
+        r"p: expected a float in \(0, 1\)",
+    ),
+    (
+        lambda: diagrams.draw_dropout(torch.full((4,), 2.0), torch.zeros(4), p=0.5),
+        ValueError,
+        r"weights: expected attention weights",
+    ),
+    (lambda: diagrams.draw_head_split(2, 6, 5, 2), ValueError, r"d_out: expected a multiple"),
+    (lambda: diagrams.draw_head_split(2, 6, 4, "2"), TypeError, r"num_heads: expected a pos"),
+    (lambda: diagrams.draw_head_split(2, 0, 4, 2), ValueError, r"t: expected a positive int"),
+    (lambda: diagrams.draw_wrapper_vs_batched(3, 2, 9), ValueError, r"at most 4 heads"),
+    (
+        lambda: diagrams.plot_attention_lines(torch.full((6, 6), float("nan"))),
+        ValueError,
+        r"weights: expected attention weights, finite",
+    ),
+    (
+        lambda: diagrams.plot_attention_lines(torch.full((9, 4, 4), 0.25)),
+        ValueError,
+        r"at most 8 heads",
+    ),
+    (
+        lambda: diagrams.plot_attention_lines(torch.full((40, 40), 1 / 40)),
+        ValueError,
+        r"at most 32 tokens per side",
+    ),
+    (
+        lambda: diagrams.plot_attention_lines(torch.full((2, 4, 4), 0.25), ["a", "b"]),
+        ValueError,
+        r"tokens: expected 4 labels",
+    ),
+    (
+        lambda: diagrams.plot_attention_lines(torch.full((4, 4), 0.25), head_names="h"),
+        TypeError,
+        r"head_names: expected a sequence of strings",
+    ),
+    (
+        lambda: diagrams.plot_attention_lines(torch.ones(2, 2, dtype=torch.long)),
+        TypeError,
+        r"weights: expected a floating-point tensor",
+    ),
+    (lambda: diagrams.draw_strided_read(torch.arange(20.0)), ValueError, r"x: expected a ten"),
+    (
+        lambda: diagrams.draw_strided_read(torch.arange(100.0)[:6].view(2, 3)),
+        ValueError,
+        r"at most 16 elements to draw legibly",
+    ),
+    (lambda: diagrams.draw_strided_read("x"), TypeError, r"x: expected a torch.Tensor"),
+    (
+        lambda: diagrams.draw_positions_added(torch.rand(6, 8), torch.rand(6, 6)),
+        ValueError,
+        r"positions: expected the shape of token_vectors",
+    ),
+    (
+        lambda: diagrams.draw_positions_added(torch.rand(6, 64), torch.rand(6, 64)),
+        ValueError,
+        r"at most 12 features",
+    ),
+    (
+        lambda: diagrams.draw_induction_circuit(list("abcd"), weights(4), weights(4), query=3),
+        ValueError,
+        r"query: expected a position whose token occurred earlier",
+    ),
+    (
+        lambda: diagrams.draw_induction_circuit("abca", weights(4), weights(4), query=3),
+        TypeError,
+        r"sequence: expected a sequence of strings",
+    ),
+    (
+        lambda: diagrams.draw_induction_circuit(list("abca"), weights(5), weights(4), query=3),
+        ValueError,
+        r"previous_weights: expected shape \(4, 4\)",
+    ),
+    (lambda: diagrams.draw_kv_cache(12, 8), ValueError, r"steps: expected prompt_length"),
+    (lambda: diagrams.draw_kv_cache(0, 2), ValueError, r"prompt_length: expected a positive"),
+    (lambda: diagrams.draw_tiles(16, 8, 4), ValueError, r"num_keys: expected at least"),
+    (lambda: diagrams.draw_tiles(16, 16, 32), ValueError, r"block_size: expected at most 16"),
+    (lambda: diagrams.draw_tiles(16, 16, True), TypeError, r"block_size: expected a positive"),
+    (lambda: diagrams.draw_tiles(1000, 1000, 64), ValueError, r"to draw legibly"),
+    (lambda: diagrams.draw_grouped_heads(8, (3,)), ValueError, r"kv_heads: expected divisors"),
+    (lambda: diagrams.draw_grouped_heads(8, 2), TypeError, r"kv_heads: expected a sequence"),
+    (lambda: diagrams.draw_grouped_heads(32, (1,)), ValueError, r"at most 16 query heads"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_input_is_refused_clearly_and_draws_nothing(
+    call: Callable[[], object], error: type[Exception], match: str
+) -> None:
+    before = plt.get_fignums()
+    with pytest.raises(error, match=match):
+        call()
+    assert plt.get_fignums() == before
+
+
+@pytest.mark.parametrize("name", list(GOOD))
+def test_a_failure_while_drawing_leaves_no_figure_open(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("drawing failed")
+
+    before = plt.get_fignums()
+    monkeypatch.setattr(Axes, "text", broken)
+    with pytest.raises(RuntimeError, match="drawing failed"):
+        GOOD[name]()
+    assert plt.get_fignums() == before
