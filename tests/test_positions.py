@@ -8,10 +8,16 @@ import pytest
 import torch
 
 from attention_from_scratch import (
+    CachedCausalModel,
     LearnedPositions,
+    MultiHeadAttention,
     RotaryEmbedding,
+    RotaryMultiHeadAttention,
     SinusoidalPositions,
+    TinyCausalModel,
+    show_source,
     sinusoidal_positions,
+    train,
 )
 
 
@@ -139,8 +145,238 @@ def test_rotary_preserves_norms() -> None:
         (lambda: LearnedPositions(4, 3)(torch.zeros(1, 5, 3)), ValueError, "context_length=4"),
         (lambda: LearnedPositions(4, 3)(torch.zeros(1, 2, 3), offset=3), ValueError, "offset"),
         (lambda: SinusoidalPositions(4, 3)(torch.zeros(1, 2, 5)), ValueError, "d=3"),
+        (lambda: RotaryEmbedding(8, interleaved=1), TypeError, "interleaved"),
+        (lambda: RotaryMultiHeadAttention(8, 6, 4, 0.0, 2), ValueError, "head_dim"),
+        (lambda: RotaryMultiHeadAttention(4, 8, 4, 0.0, 2)(torch.zeros(1, 5, 4)), ValueError, "5"),
+        (
+            lambda: RotaryMultiHeadAttention(4, 8, 4, 0.0, 2)(torch.zeros(1, 2, 3)),
+            ValueError,
+            "d_in",
+        ),
+        (
+            lambda: RotaryMultiHeadAttention(4, 8, 4, 0.0, 2)(torch.zeros(1, 2, 4), "yes"),
+            TypeError,
+            "return_weights",
+        ),
     ],
 )
 def test_bad_arguments_are_named(build, error, match: str) -> None:
     with pytest.raises(error, match=match):
         build()
+
+
+def test_rotate_half_pairs_feature_i_with_feature_i_plus_half() -> None:
+    torch.manual_seed(4)
+    rope = RotaryEmbedding(head_dim=6, interleaved=False)
+    x = torch.randn(5, 6)  # (t, d_h)
+    out = rope(x)
+    for p in range(5):
+        # Pair i is features (i, i + 3): gather them side by side and rotate by hand.
+        side_by_side = x[p].view(2, 3).T.reshape(6)  # (x0, x3, x1, x4, x2, x5)
+        expected = rotary_by_hand(side_by_side, p).view(3, 2).T.reshape(6)
+        assert torch.allclose(out[p].double(), expected, atol=1e-6)
+
+
+def test_the_two_conventions_agree_up_to_a_permutation() -> None:
+    torch.manual_seed(5)
+    d_h = 8
+    interleaved = RotaryEmbedding(d_h)
+    rotate_half = RotaryEmbedding(d_h, interleaved=False)
+    # Features (2i, 2i + 1) moved to (i, i + d_h / 2): evens first, then odds.
+    perm = torch.cat([torch.arange(0, d_h, 2), torch.arange(1, d_h, 2)])
+    x = torch.randn(2, 3, 7, d_h)  # (b, h, t, d_h)
+    assert torch.allclose(rotate_half(x[..., perm]), interleaved(x)[..., perm], atol=1e-6)
+    # ... and the same permutation of queries and keys leaves every score unchanged.
+    q, k = torch.randn(7, d_h), torch.randn(7, d_h)
+    scores = interleaved(q) @ interleaved(k).T  # (t, t)
+    permuted = rotate_half(q[:, perm]) @ rotate_half(k[:, perm]).T  # (t, t)
+    assert torch.allclose(scores, permuted, atol=1e-5)
+    # Without the permutation they differ: the conventions are not interchangeable.
+    assert not torch.allclose(rotate_half(x), interleaved(x), atol=1e-3)
+
+
+def _rotary_and_plain(num_heads: int = 2) -> tuple[RotaryMultiHeadAttention, MultiHeadAttention]:
+    torch.manual_seed(6)
+    rotary = RotaryMultiHeadAttention(6, 8, 10, 0.0, num_heads)
+    plain = MultiHeadAttention(6, 8, 10, 0.0, num_heads)
+    plain.load_state_dict(rotary.state_dict(), strict=False)
+    return rotary.eval(), plain.eval()
+
+
+def test_rotary_attention_keeps_chapter_4s_weights_and_names() -> None:
+    rotary, plain = _rotary_and_plain()
+    assert isinstance(rotary, MultiHeadAttention)
+    assert set(rotary.state_dict()) == set(plain.state_dict())
+    assert list(rotary.parameters()) != [] and len(list(rotary.parameters())) == len(
+        list(plain.parameters())
+    )
+
+
+def test_rotary_attention_with_zero_angles_is_plain_attention() -> None:
+    rotary, plain = _rotary_and_plain()
+    x = torch.randn(3, 7, 6)
+    # With every frequency zero, every rotation is the identity.
+    rotary.rope.inv_freq.zero_()
+    out, weights = rotary(x, return_weights=True)
+    expected, expected_weights = plain(x, return_weights=True)
+    assert torch.allclose(out, expected, atol=1e-6)
+    assert torch.allclose(weights, expected_weights, atol=1e-6)
+
+
+def test_rotary_attention_rotates_queries_and_keys_after_the_head_split() -> None:
+    rotary, plain = _rotary_and_plain()
+    x = torch.randn(2, 9, 6)
+    b, t, h, d_h = 2, 9, 2, 4
+    q = plain.W_query(x).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    k = plain.W_key(x).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    v = plain.W_value(x).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    rope = RotaryEmbedding(d_h)
+    scores = rope(q) @ rope(k).transpose(2, 3) / math.sqrt(d_h)  # (b, h, t, t)
+    scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (b, h, t, t)
+    context = (weights @ v).transpose(1, 2).reshape(b, t, h * d_h)  # (b, t, d_out)
+    out, got_weights = rotary(x, return_weights=True)
+    assert torch.allclose(got_weights, weights, atol=1e-6)
+    assert torch.allclose(out, plain.out_proj(context), atol=1e-6)
+    # Positions matter now: the plain layer gives another output.
+    assert not torch.allclose(out, plain(x), atol=1e-3)
+
+
+def test_rotary_attention_scores_depend_on_distance_not_on_absolute_position() -> None:
+    rotary, _ = _rotary_and_plain(num_heads=1)
+    torch.manual_seed(7)
+    tokens = torch.randn(1, 3, 6)
+    shifted = torch.cat([torch.randn(1, 4, 6), tokens], dim=1)  # the same 3 tokens at 4..6
+    _, near = rotary(tokens, return_weights=True)
+    q, k, _ = rotary.rotated_heads(shifted)
+    scores = q[..., 4:, :] @ k[..., 4:, :].transpose(2, 3)  # (b, h, 3, 3)
+    q0, k0, _ = rotary.rotated_heads(tokens)
+    assert torch.allclose(scores, q0 @ k0.transpose(2, 3), atol=1e-5)
+    assert near.shape == (1, 1, 3, 3)
+
+
+def test_keys_cached_rotated_give_the_full_pass() -> None:
+    rotary, _ = _rotary_and_plain()
+    x = torch.randn(2, 8, 6)
+    full = rotary(x)
+    # Decode token by token: each new key is rotated once, for its position, and cached.
+    cached_keys, cached_values, outputs = [], [], []
+    for p in range(8):
+        q, k, v = rotary.rotated_heads(x[:, p : p + 1], offset=p)  # (b, h, 1, d_h)
+        cached_keys.append(k)
+        cached_values.append(v)
+        keys = torch.cat(cached_keys, dim=2)  # (b, h, p + 1, d_h)
+        values = torch.cat(cached_values, dim=2)  # (b, h, p + 1, d_h)
+        weights = torch.softmax(q @ keys.transpose(2, 3) / 2.0, dim=-1)  # (b, h, 1, p + 1)
+        context = (weights @ values).transpose(1, 2).reshape(2, 1, 8)  # (b, 1, d_out)
+        outputs.append(rotary.out_proj(context))
+    assert torch.allclose(torch.cat(outputs, dim=1), full, atol=1e-5)
+
+
+def test_rotary_attention_trains_and_runs_in_float64() -> None:
+    rotary, _ = _rotary_and_plain()
+    rotary = rotary.double().train()
+    x = torch.randn(2, 5, 6, dtype=torch.float64)
+    out = rotary(x)
+    assert out.dtype == torch.float64
+    out.sum().backward()
+    assert rotary.W_query.weight.grad is not None and rotary.W_key.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        LearnedPositions,
+        sinusoidal_positions,
+        SinusoidalPositions,
+        RotaryEmbedding,
+        RotaryMultiHeadAttention,
+        TinyCausalModel,
+        train,
+    ],
+    ids=lambda obj: obj.__name__,
+)
+def test_the_code_chapter_6_displays_fits_its_79_columns(obj: object) -> None:
+    for line in str(show_source(obj, docstrings=False)).split("\n"):
+        assert len(line) <= 79, f"{obj.__name__}: {line!r}"
+
+
+def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> None:
+    torch.manual_seed(8)
+    model = TinyCausalModel(10, d_model=8, context_length=6, num_layers=2, positions="rotary")
+    assert model.positions is None
+    assert all(isinstance(layer, RotaryMultiHeadAttention) for layer in model.attention)
+    tokens = torch.tensor([[1, 2, 3, 1, 2, 3]])
+    logits, weights = model(tokens, return_weights=True)
+    assert logits.shape == (1, 6, 10) and [w.shape for w in weights] == [(1, 1, 6, 6)] * 2
+    # The same token at positions 0 and 3 gets different outputs: positions reach the model.
+    assert not torch.allclose(logits[0, 0], logits[0, 3], atol=1e-4)
+    with pytest.raises(ValueError, match="positions: expected 'none', 'learned' or"):
+        CachedCausalModel(10, d_model=8, context_length=6, positions="rotary")
+
+
+# What chapter 6's text says about the code it displays: each phrase names a line it walks
+# through, so a change of the package that removes the line fails here, not silently there.
+WALKED_THROUGH = [
+    (LearnedPositions, ["_check_span(", "torch.arange(offset, end", "self.table(positions)"]),
+    (sinusoidal_positions, ["angles = ", "torch.sin(angles)", "torch.cos(angles"]),
+    (
+        SinusoidalPositions,
+        ['register_buffer("table"', "persistent=False", "self.table[offset:end]"],
+    ),
+    (RotaryEmbedding, ["def angles(", "if self.interleaved:", "a * cos - b * sin"]),
+    (
+        RotaryMultiHeadAttention,
+        [
+            "class RotaryMultiHeadAttention(MultiHeadAttention):",
+            "self.rope = RotaryEmbedding(",
+            "def rotated_heads(",
+            "self.rope(q, offset), self.rope(k, offset), v",
+            "queries, keys, values = self.rotated_heads(x)",
+            "if self.fused:",
+            "self.mask[:t, :t]",
+            "self.out_proj(context)",
+        ],
+    ),
+    (
+        TinyCausalModel,
+        [
+            "LearnedPositions(",
+            "SinusoidalPositions(",
+            "layer = RotaryMultiHeadAttention",
+            "x = x + out",
+            "self.head(",
+            "def embed(",
+            "def block(",
+        ],
+    ),
+    (
+        train,
+        [
+            "optimizer.zero_grad(",
+            "model(batch_inputs)",
+            "F.cross_entropy(",
+            "loss.backward()",
+            "optimizer.step()",
+            "tqdm(",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "phrases"), WALKED_THROUGH, ids=[obj.__name__ for obj, _ in WALKED_THROUGH]
+)
+def test_the_lines_chapter_6_walks_through_are_there(obj: object, phrases: list[str]) -> None:
+    code = str(show_source(obj, docstrings=False))
+    assert [phrase for phrase in phrases if phrase not in code] == []
+
+
+def test_rotary_attention_fused_path_equals_the_explicit_one() -> None:
+    rotary, _ = _rotary_and_plain()
+    x = torch.randn(2, 7, 6)
+    explicit = rotary(x)
+    rotary.fused = True
+    assert torch.allclose(rotary(x), explicit, atol=1e-5)
+    with pytest.raises(ValueError, match="return_weights"):
+        rotary(x, return_weights=True)

@@ -87,6 +87,17 @@ def test_the_fixture_becomes_stubs_and_visible_checks() -> None:
     assert all("exercise" not in c.metadata for c in student.cells)
 
 
+def test_hidden_cells_that_guard_the_book_are_left_out() -> None:
+    nb = fixture_notebook()
+    guard = nbformat.v4.new_code_cell("assert doubled[0] == 2  # a number the text quotes")
+    guard.metadata["tags"] = ["remove-cell"]
+    nb.cells.append(guard)
+    student = student_edition.student_notebook(nb)
+    assert not any("a number the text quotes" in c.source for c in student.cells)
+    checks = [c for c in student.cells if "exercise-check" in c.metadata.get("tags", [])]
+    assert len(checks) == 2  # the check cells, also hidden in the book, stay
+
+
 def test_a_missing_stub_gets_the_default_one() -> None:
     nb = fixture_notebook()
     for cell in nb.cells:

@@ -182,7 +182,7 @@ def test_head_scores_recognise_ideal_heads() -> None:
             ValueError,
             "min_period",
         ),
-        (lambda: TinyCausalModel(5, 8, 4, positions="rotary"), ValueError, "positions"),
+        (lambda: TinyCausalModel(5, 8, 4, positions="rope"), ValueError, "positions"),
         (lambda: TinyCausalModel(5, 9, 4, num_heads=2), ValueError, "d_out"),
         (lambda: TinyCausalModel(5, 8, 4)(torch.zeros(1, 3)), TypeError, "integer"),
         (lambda: TinyCausalModel(5, 8, 4)(torch.zeros(1, 5).long()), ValueError, "at most"),

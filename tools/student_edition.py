@@ -6,7 +6,8 @@ For every chapter notebook listed in _toc.yml it writes a copy in which:
   in its code cells' metadata `exercise.stub` (a default stub where there is none), and the
   explanations (markdown) inside solutions are removed;
 - each check cell (tag `exercise-check`) is shown, under the comment "Run this cell to check
-  your answer";
+  your answer"; other hidden cells (tag `remove-cell`: checks that the numbers the book's text
+  quotes are still the printed ones) are left out, as they test the book, not the student;
 - no outputs, execution counts, exercise metadata or attachments of solution cells remain.
 
 Then it refuses to finish if any non-trivial line of a solution is still in the edition, and
@@ -107,6 +108,9 @@ def student_notebook(nb: Any) -> Any:
             stub = cell.metadata.get("exercise", {}).get("stub") or DEFAULT_STUB
             cells.append(nbformat.v4.new_code_cell(stub))
             continue
+        tags = cell.metadata.get("tags", [])
+        if "remove-cell" in tags and "exercise-check" not in tags:
+            continue  # a hidden guard of the book build (e.g. a quoted number's check)
         _strip(cell)
         if cell.cell_type == "markdown" and (match := EXERCISE.match(cell.source)):
             # Jupyter and Colab show directives as raw text: give the statement a plain title

@@ -4,36 +4,38 @@ from __future__ import annotations
 
 import torch
 
-from attention_from_scratch.exercises import answer_tensor, get_exercise
-from attention_from_scratch.exercises.ch6 import rotated_by_formula, sinusoid_by_formula
+from attention_from_scratch import evaluate
+from attention_from_scratch.exercises import answer_module, answer_tensor, get_exercise
+from attention_from_scratch.exercises.ch6 import held_out_induction, rotated_half_by_formula
 
-sinusoidal = get_exercise("ch6-ex-sinusoidal")
+rotate_half = get_exercise("ch6-ex-rotate-half")
 
 
-@sinusoidal.check(
+@rotate_half.check(
     points=1,
-    hint="`my_sinusoidal` must also work for 50 positions and d = 16 (large angles).",
+    hint="`rotate_half` must work for any leading axes and head size, with positions "
+    "counted from `offset` along the second-to-last axis.",
     hidden=True,
 )
-def other_sizes(my_sinusoidal):
-    table = answer_tensor(my_sinusoidal(50, 16), (50, 16)).double()
-    assert torch.allclose(table, sinusoid_by_formula(50, 16), atol=1e-4)
+def any_shape_and_offset(rotate_half):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 6, dtype=torch.float64)  # (b, h, t, d_h)
+    out = answer_tensor(rotate_half(x, 7), (2, 3, 4, 6)).double()
+    for p in range(4):
+        expected = rotated_half_by_formula(x[1, 2, p].tolist(), 7 + p)
+        assert torch.allclose(out[1, 2, p], expected, atol=1e-5)
 
 
-rotate_pair = get_exercise("ch6-ex-rotate-pair")
+ablate_induction = get_exercise("ch6-ex-ablate-induction")
 
 
-@rotate_pair.check(
+@ablate_induction.check(
     points=1,
-    hint="`rotate(q, m) @ rotate(k, n)` must depend on m - n only, and position 0 must "
-    "leave a vector unchanged.",
+    hint="Remove the hook after measuring: `induction_model` must predict as well as "
+    "before once the measurement is done.",
     hidden=True,
 )
-def relative_positions(rotate):
-    q = [1.0, 0.5, -0.5, 2.0]
-    k = [-1.0, 1.5, 0.25, 0.5]
-    near = float(answer_tensor(rotate(torch.tensor(q), 9), (4,)) @ rotate(torch.tensor(k), 4))
-    far = float(answer_tensor(rotate(torch.tensor(q), 105), (4,)) @ rotate(torch.tensor(k), 100))
-    expected = float(rotated_by_formula(q, 9) @ rotated_by_formula(k, 4))
-    assert abs(near - expected) < 1e-4 and abs(far - expected) < 1e-4
-    assert torch.allclose(answer_tensor(rotate(torch.tensor(q), 0), (4,)), torch.tensor(q))
+def the_model_is_unchanged(without_induction_head, induction_model):
+    assert isinstance(without_induction_head, (int, float))
+    # A copy keeps the learner's hooks: one left behind still switches the layer off.
+    assert evaluate(answer_module(induction_model), *held_out_induction()) > 0.95

@@ -40,6 +40,7 @@ from .multihead import (
 from .positions import (
     LearnedPositions,
     RotaryEmbedding,
+    RotaryMultiHeadAttention,
     SinusoidalPositions,
     sinusoidal_positions,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "RotaryEmbedding",
+    "RotaryMultiHeadAttention",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SinusoidalPositions",

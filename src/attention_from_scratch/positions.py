@@ -14,9 +14,17 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import (
+    check_bool,
+    check_input,
+    check_positive_int,
+    check_return_weights,
+    check_tensor,
+)
+from .multihead import MultiHeadAttention
 
 
 def _check_base(base: object) -> float:
@@ -39,7 +47,14 @@ def _check_span(
     x: object, offset: object, d: int, context_length: int
 ) -> tuple[torch.Tensor, int, int]:
     """Check the embeddings ``(b, t, d)`` and the first position; return them and the end."""
-    x = check_tensor("x", x, ranks=(3,), shape_names=("(b, t, d)",), last_dim=d, last_dim_name="d")
+    x = check_tensor(
+        "x",
+        x,
+        ranks=(3,),
+        shape_names=("(b, t, d)",),
+        last_dim=d,
+        last_dim_name="d",
+    )
     offset = _check_offset(offset)
     end = offset + x.shape[1]
     if end > context_length:
@@ -50,7 +65,11 @@ def _check_span(
     return x, offset, end
 
 
-def sinusoidal_positions(num_positions: int, d: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_positions(
+    num_positions: int,
+    d: int,
+    base: float = 10000.0,
+) -> torch.Tensor:
     """Return the sinusoidal position encoding of Vaswani et al. (2017).
 
     Columns come in pairs that share one frequency: column ``2i`` holds
@@ -72,7 +91,8 @@ def sinusoidal_positions(num_positions: int, d: int, base: float = 10000.0) -> t
     num_positions = check_positive_int("num_positions", num_positions)
     d = check_positive_int("d", d)
     base = _check_base(base)
-    positions = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)  # (t, 1)
+    positions = torch.arange(num_positions, dtype=torch.float64)  # (t,)
+    positions = positions.unsqueeze(1)  # (t, 1)
     pair = torch.arange(0, d, 2, dtype=torch.float64)  # 2i for every pair
     # Computed in float64 so that large positions keep their low digits.
     angles = positions / base ** (pair / d)  # (t, ceil(d / 2))
@@ -102,7 +122,10 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, context_length: int, d: int) -> None:
         super().__init__()
-        self.context_length = check_positive_int("context_length", context_length)
+        self.context_length = check_positive_int(
+            "context_length",
+            context_length,
+        )
         self.d = check_positive_int("d", d)
         self.table = nn.Embedding(context_length, d)
 
@@ -133,13 +156,20 @@ class SinusoidalPositions(nn.Module):
 
     table: torch.Tensor
 
-    def __init__(self, context_length: int, d: int, base: float = 10000.0) -> None:
+    def __init__(
+        self,
+        context_length: int,
+        d: int,
+        base: float = 10000.0,
+    ) -> None:
         super().__init__()
-        self.context_length = check_positive_int("context_length", context_length)
-        self.d = check_positive_int("d", d)
-        self.register_buffer(
-            "table", sinusoidal_positions(context_length, d, base), persistent=False
+        self.context_length = check_positive_int(
+            "context_length",
+            context_length,
         )
+        self.d = check_positive_int("d", d)
+        table = sinusoidal_positions(context_length, d, base)  # (t, d)
+        self.register_buffer("table", table, persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         x, offset, end = _check_span(x, offset, self.d, self.context_length)
@@ -149,19 +179,31 @@ class SinusoidalPositions(nn.Module):
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding (RoPE) of Su et al. (2021), applied to queries and keys.
 
-    Each pair of features ``(2i, 2i + 1)`` of a vector at position ``m`` is rotated by the angle
-    ``m * theta_i`` with ``theta_i = base**(-2i / d_h)``. A rotation keeps lengths, and the dot
-    product of a query rotated for position ``m`` with a key rotated for position ``n`` depends
-    on ``m - n`` only: attention scores see relative positions. Nothing is learned.
+    Each pair of features of a vector at position ``p`` is rotated by the angle
+    ``p * theta_i`` with ``theta_i = base**(-2i / d_h)``. A rotation keeps lengths, and the
+    dot product of a query rotated for position ``p`` with a key rotated for position ``p'``
+    depends on ``p - p'`` only: attention scores see relative positions. Nothing is learned.
+
+    Two conventions pair the features differently; both rotate pair ``i`` by the same angle:
+
+    - interleaved (``interleaved=True``, the default, as in the paper): pair ``i`` is the
+      features ``(2i, 2i + 1)``;
+    - rotate-half (``interleaved=False``, as in GPT-NeoX and Llama's Hugging Face code):
+      pair ``i`` is the features ``(i, i + d_h / 2)``.
+
+    They give the same attention scores once the features of queries and keys are permuted
+    the same way (a permutation the learned projections absorb), but weights trained with one
+    convention do not work with the other.
 
     Args:
         head_dim: the size ``d_h`` of each query or key vector; must be even.
         base: the wavelength scale, 10000 as in the paper.
+        interleaved: pair features ``(2i, 2i + 1)`` (``True``) or ``(i, i + d_h / 2)``.
 
     Shape:
-        - Input: ``(..., t, d_h)``, e.g. queries or keys ``(b, h, t, d_h)``; ``offset`` is the
-          position of the first of the ``t`` tokens, so that tokens fed one at a time (a
-          cache of earlier keys) are rotated as in the full sequence.
+        - Input: ``(..., t, d_h)``, e.g. queries or keys ``(b, h, t, d_h)``; ``offset`` is
+          the position of the first of the ``t`` tokens, so that tokens fed one at a time
+          (keys kept in a cache, already rotated) are rotated as in the full sequence.
         - Output: the same shape and dtype.
 
     Introduced in chapter 6.
@@ -169,16 +211,23 @@ class RotaryEmbedding(nn.Module):
 
     inv_freq: torch.Tensor
 
-    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        *,
+        interleaved: bool = True,
+    ) -> None:
         super().__init__()
         self.head_dim = check_positive_int("head_dim", head_dim)
         if head_dim % 2:
-            raise ValueError(
-                f"head_dim: expected an even number (features are rotated in pairs), got {head_dim}"
-            )
+            even = "an even number (features are rotated in pairs)"
+            raise ValueError(f"head_dim: expected {even}, got {head_dim}")
         self.base = _check_base(base)
-        pair = torch.arange(0, head_dim, 2, dtype=torch.float64)  # 2i for every pair
-        self.register_buffer("inv_freq", self.base ** (-pair / head_dim), persistent=False)
+        self.interleaved = check_bool("interleaved", interleaved)
+        two_i = torch.arange(0, head_dim, 2, dtype=torch.float64)  # 2i
+        theta = self.base ** (-two_i / head_dim)  # (d_h / 2,)
+        self.register_buffer("inv_freq", theta, persistent=False)
 
     def angles(self, num_tokens: int, offset: int = 0) -> torch.Tensor:
         """The rotation angle of every pair at positions ``offset, ..., offset + t - 1``.
@@ -193,8 +242,11 @@ class RotaryEmbedding(nn.Module):
         num_tokens = check_positive_int("num_tokens", num_tokens)
         offset = _check_offset(offset)
         positions = torch.arange(
-            offset, offset + num_tokens, dtype=torch.float64, device=self.inv_freq.device
-        )
+            offset,
+            offset + num_tokens,
+            dtype=torch.float64,
+            device=self.inv_freq.device,
+        )  # (t,)
         return torch.outer(positions, self.inv_freq)  # (t, d_h / 2)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -206,15 +258,133 @@ class RotaryEmbedding(nn.Module):
             last_dim=self.head_dim,
             last_dim_name="head_dim",
         )
-        offset = _check_offset(offset)
-        angles = self.angles(x.shape[-2], offset).to(x.device)  # (t, d_h / 2)
+        angles = self.angles(x.shape[-2], offset).to(x.device)
         cos = torch.cos(angles).to(x.dtype)  # (t, d_h / 2)
         sin = torch.sin(angles).to(x.dtype)  # (t, d_h / 2)
-        even, odd = x[..., 0::2], x[..., 1::2]  # (..., t, d_h / 2) each
-        rotated = torch.stack(
-            (even * cos - odd * sin, even * sin + odd * cos), dim=-1
-        )  # (..., t, d_h / 2, 2)
-        return rotated.flatten(-2)  # (..., t, d_h), pairs interleaved back
+        if self.interleaved:
+            a, b = x[..., 0::2], x[..., 1::2]  # (..., t, d_h / 2) each
+        else:
+            a, b = x.chunk(2, dim=-1)  # (..., t, d_h / 2) each
+        # Each pair (a, b) turns by its angle: (a cos - b sin, a sin + b cos).
+        pairs = (a * cos - b * sin, a * sin + b * cos)
+        if self.interleaved:
+            return torch.stack(pairs, dim=-1).flatten(-2)  # (..., t, d_h)
+        return torch.cat(pairs, dim=-1)  # (..., t, d_h)
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, base={self.base}"
+        pieces = [f"head_dim={self.head_dim}", f"base={self.base}"]
+        pieces.append(f"interleaved={self.interleaved}")
+        return ", ".join(pieces)
+
+
+class RotaryMultiHeadAttention(MultiHeadAttention):
+    """Chapter 4's causal multi-head attention with rotary positions.
+
+    The same projections, head split, mask, softmax and output projection as
+    :class:`~attention_from_scratch.MultiHeadAttention` (the same state-dict names); after
+    the head split, every query and key is rotated for its position by a
+    :class:`RotaryEmbedding` of size ``d_h``. Values are not rotated. A model built from
+    these layers needs no position vectors added to its inputs. Both of chapter 4's paths
+    are kept: the steps written out (``fused=False``) and
+    ``scaled_dot_product_attention`` on the rotated queries and keys (``fused=True``).
+
+    Args:
+        d_in: size of each input embedding.
+        d_out: size of each output vector; a multiple of ``num_heads`` with an even head
+            size ``d_h = d_out // num_heads``.
+        context_length: the largest number of tokens accepted.
+        dropout: dropout probability on the attention weights during training.
+        num_heads: the number of heads ``h``.
+        qkv_bias: add a learnable bias to the query, key and value projections.
+        fused: use the fused kernel path.
+        base: the wavelength scale of the rotations.
+        interleaved: the pairing convention of :class:`RotaryEmbedding`.
+
+    Shape:
+        - Input: ``(b, t, d_in)`` with ``t <= context_length``.
+        - Output: ``(b, t, d_out)``; with ``return_weights=True`` also the attention
+          weights ``(b, h, t, t)``.
+
+    Introduced in chapter 6.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+        *,
+        fused: bool = False,
+        base: float = 10000.0,
+        interleaved: bool = True,
+    ) -> None:
+        super().__init__(
+            d_in,
+            d_out,
+            context_length,
+            dropout,
+            num_heads,
+            qkv_bias,
+            fused=fused,
+        )
+        d_h = self.head_dim
+        self.rope = RotaryEmbedding(d_h, base, interleaved=interleaved)
+
+    def rotated_heads(
+        self, x: torch.Tensor, offset: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries and keys rotated for positions ``offset, ...``, and values.
+
+        A decoder that caches keys stores them as returned here, already rotated: a key
+        is rotated once, for its own position, and never again.
+
+        Args:
+            x: ``(b, t, d_in)`` inputs.
+            offset: the position of the first of the ``t`` tokens.
+
+        Returns:
+            ``(queries, keys, values)``, each ``(b, h, t, d_h)``.
+        """
+        x = check_tensor(
+            "x",
+            x,
+            ranks=(3,),
+            shape_names=("(b, t, d_in)",),
+            last_dim=self.d_in,
+            like=self,
+        )
+        b, t, _ = x.shape
+        heads = (b, t, self.num_heads, self.head_dim)
+        q = self.W_query(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
+        k = self.W_key(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
+        v = self.W_value(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
+        return self.rope(q, offset), self.rope(k, offset), v
+
+    def forward(
+        self, x: torch.Tensor, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        weight = self.out_proj.weight  # fixes the expected dtype and device
+        x = check_input(x, self.d_in, self.context_length, like=weight)
+        return_weights = check_return_weights(return_weights, self.fused)
+        b, t, _ = x.shape
+        queries, keys, values = self.rotated_heads(x)  # (b, h, t, d_h) each
+        if self.fused:
+            p = self.dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(
+                queries, keys, values, dropout_p=p, is_causal=True
+            )  # (b, h, t, d_h)
+            weights = None
+        else:
+            queries = queries * self.head_dim**-0.5
+            scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
+            scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
+            weights = torch.softmax(scores, dim=-1)  # (b, h, t, t)
+            weights = self.dropout(weights)  # (b, h, t, t)
+            context = weights @ values  # (b, h, t, d_h)
+        context = context.transpose(1, 2)  # (b, t, h, d_h)
+        context = context.reshape(b, t, self.d_out)  # (b, t, d_out)
+        out = self.out_proj(context)  # (b, t, d_out)
+        return (out, weights) if return_weights else out

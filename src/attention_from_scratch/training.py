@@ -23,13 +23,13 @@ from tqdm import tqdm
 
 from ._checks import check_bool, check_dropout, check_positive_float, check_positive_int
 from .multihead import MultiHeadAttention
-from .positions import LearnedPositions, SinusoidalPositions
+from .positions import LearnedPositions, RotaryMultiHeadAttention, SinusoidalPositions
 
 #: The target value of positions that are not scored (the default ``ignore_index`` of
 #: ``torch.nn.functional.cross_entropy``).
 IGNORE_INDEX = -100
 
-POSITION_KINDS = ("none", "learned", "sinusoidal")
+POSITION_KINDS = ("none", "learned", "sinusoidal", "rotary")
 
 
 def _check_seed(seed: object) -> int:
@@ -183,7 +183,9 @@ class TinyCausalModel(nn.Module):
         context_length: the longest sequence accepted.
         num_layers: the number of blocks.
         num_heads: heads per attention layer; ``d_model`` must be a multiple of it.
-        positions: ``"none"``, ``"learned"`` (a trained table) or ``"sinusoidal"`` (fixed).
+        positions: ``"none"``, ``"learned"`` (a trained table), ``"sinusoidal"`` (fixed) or
+            ``"rotary"`` (every attention layer a :class:`RotaryMultiHeadAttention`, which
+            rotates queries and keys; nothing is added to the inputs).
         mlp: add a two-layer perceptron (hidden size ``4 d``) to every block.
         layer_norm: use pre-norm LayerNorms.
         dropout: dropout on the attention weights during training.
@@ -239,9 +241,18 @@ class TinyCausalModel(nn.Module):
         elif positions == "sinusoidal":
             self.positions = SinusoidalPositions(context_length, d_model)
         d = d_model
+        layer = self.attention_class
+        if positions == "rotary":
+            if layer is not MultiHeadAttention:
+                name = layer.__name__
+                kinds = "'none', 'learned' or 'sinusoidal'"
+                raise ValueError(
+                    f"positions: expected {kinds} with {name}, got 'rotary'",
+                )
+            layer = RotaryMultiHeadAttention
         self.attention = nn.ModuleList(
-            self.attention_class(d, d, context_length, dropout, num_heads)
-            for _ in range(num_layers)
+            layer(d, d, context_length, dropout, num_heads)
+            for _ in range(num_layers)  # one per block
         )
         self.attention_norms = nn.ModuleList(
             nn.LayerNorm(d) if layer_norm else nn.Identity()
@@ -415,7 +426,8 @@ def train(
     Introduced in chapter 6.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        got = type(model).__name__
+        raise TypeError(f"model: expected a torch.nn.Module, got {got}")
     inputs, targets = _check_inputs_and_targets(inputs, targets)
     steps = check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
@@ -423,11 +435,21 @@ def train(
     progress = check_bool("progress", progress)
     lr = check_positive_float("lr", lr)
     device = _model_device(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=lr,
+        weight_decay=weight_decay,
+    )
     loader = _batches(inputs, targets, batch_size, seed)
     history = TrainingHistory()
     model.train()
-    bar = tqdm(total=steps, desc=desc, disable=not progress, leave=False, mininterval=0.5)
+    bar = tqdm(
+        total=steps,
+        desc=desc,
+        disable=not progress,
+        leave=False,
+        mininterval=0.5,
+    )
     with bar:
         while len(history.losses) < steps:
             for batch_inputs, batch_targets in loader:
@@ -435,15 +457,19 @@ def train(
                 batch_targets = batch_targets.to(device)
                 logits = model(batch_inputs)  # (b, t, vocab)
                 loss = F.cross_entropy(
-                    logits.flatten(0, 1), batch_targets.flatten(), ignore_index=IGNORE_INDEX
+                    logits.flatten(0, 1),  # (b * t, vocab)
+                    batch_targets.flatten(),  # (b * t,)
+                    ignore_index=IGNORE_INDEX,
                 )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
                 history.losses.append(loss.item())
-                history.accuracies.append(_accuracy(logits.detach(), batch_targets))
+                accuracy = _accuracy(logits.detach(), batch_targets)
+                history.accuracies.append(accuracy)
                 bar.update(1)
-                bar.set_postfix(loss=f"{history.losses[-1]:.3f}", refresh=False)
+                shown = f"{history.losses[-1]:.3f}"
+                bar.set_postfix(loss=shown, refresh=False)
                 if len(history.losses) == steps:
                     break
     model.eval()
