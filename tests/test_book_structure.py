@@ -197,6 +197,15 @@ SHOWN = {
     "02_trainable_qkv": ["SelfAttentionV1", "SelfAttentionV2"],
     "03_causal_attention": ["CausalAttention", "CrossAttention"],
     "04_multi_head_attention": ["MultiHeadAttentionWrapper", "MultiHeadAttention"],
+    "06_attention_that_learns": [
+        "LearnedPositions",
+        "sinusoidal_positions",
+        "SinusoidalPositions",
+        "RotaryEmbedding",
+        "RotaryMultiHeadAttention",
+        "TinyCausalModel",
+        "train",
+    ],
     "07_attention_at_scale": [
         "KVCache",
         "tiled_attention",
