@@ -22,6 +22,7 @@ Run: python benchmarks/attention_paths.py [--quick]
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 from collections.abc import Callable
 from functools import partial
@@ -58,6 +59,26 @@ def interleaved_best(
     for _ in range(2):  # warm-up: allocator caches, kernel selection
         first(), second()
     times: tuple[list[float], list[float]] = ([], [])
+    # As timeit does: a garbage collection landing in one block would be timed as part of
+    # whichever function happened to run.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _timed_blocks(first, second, device, repeats, calls, times)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return min(times[0]), min(times[1])
+
+
+def _timed_blocks(
+    first: Callable[[], object],
+    second: Callable[[], object],
+    device: torch.device,
+    repeats: int,
+    calls: int,
+    times: tuple[list[float], list[float]],
+) -> None:
     for i in range(repeats):
         # Alternate which goes first, so neither always follows the other.
         order = ((first, times[0]), (second, times[1]))
@@ -68,7 +89,6 @@ def interleaved_best(
                 fn()
             _sync(device)
             bucket.append((time.perf_counter() - start) / calls)
-    return min(times[0]), min(times[1])
 
 
 class LeanReference(nn.Module):
@@ -111,6 +131,11 @@ def compare_with_reference(
     x = torch.randn(b, t, d, device=device, dtype=dtype, requires_grad=backward)
     with torch.no_grad():
         diff = (ours(x) - lean(x)).abs().max().item()
+
+    # Forward alone is inference, so both modules run in eval mode there (ours then skips
+    # looking up its dropout probability); forward + backward is training.
+    ours.train(backward)
+    lean.train(backward)
 
     def run(module: nn.Module) -> Callable[[], None]:
         if backward:

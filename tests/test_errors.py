@@ -551,23 +551,28 @@ def test_softmax_stable_matches_torch_on_edge_cases() -> None:
         assert torch.allclose(got, expected, equal_nan=True), x
 
 
-def test_fused_is_checked_when_assigned() -> None:
+def test_fused_may_be_switched_and_a_wrong_value_is_named_at_the_next_call() -> None:
     module = multi_head()
+    x = torch.randn(2, 5, 3)
+    explicit = module(x)
     module.fused = True
-    assert module.fused is True
+    assert torch.allclose(module(x), explicit, atol=1e-6)
     module.fused = np.bool_(False)
-    assert module.fused is False
-    with pytest.raises(TypeError, match=r"fused: expected a bool, got str 'yes'"):
-        module.fused = "yes"
-    assert module.fused is False
+    assert torch.equal(module(x), explicit)
+    module.fused = "yes"
+    for call in (lambda: module(x), lambda: module(x, return_weights=True)):
+        with pytest.raises(TypeError, match=r"fused: expected a bool, got str 'yes'"):
+            call()
 
 
 def test_context_length_cannot_change_after_construction() -> None:
     module = multi_head()
-    with pytest.raises(AttributeError, match=r"context_length: expected to stay 6.*got .* 12"):
+    with pytest.raises(AttributeError, match=r"'context_length' .* has no setter"):
         module.context_length = 12
     assert module.context_length == 6
     assert module.mask.shape == (6, 6)
+    with pytest.raises(ValueError, match=r"x: expected at most context_length=6 tokens, got 7"):
+        module(torch.randn(1, 7, 3))
 
 
 # ---------------------------------------------------------------------------------------------

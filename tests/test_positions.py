@@ -248,9 +248,9 @@ def test_rotary_attention_scores_depend_on_distance_not_on_absolute_position() -
     tokens = torch.randn(1, 3, 6)
     shifted = torch.cat([torch.randn(1, 4, 6), tokens], dim=1)  # the same 3 tokens at 4..6
     _, near = rotary(tokens, return_weights=True)
-    q, k, _ = rotary.rotated_heads(shifted)
+    q, k, _ = rotary.project(shifted)
     scores = q[..., 4:, :] @ k[..., 4:, :].transpose(2, 3)  # (b, h, 3, 3)
-    q0, k0, _ = rotary.rotated_heads(tokens)
+    q0, k0, _ = rotary.project(tokens)
     assert torch.allclose(scores, q0 @ k0.transpose(2, 3), atol=1e-5)
     assert near.shape == (1, 1, 3, 3)
 
@@ -262,7 +262,7 @@ def test_keys_cached_rotated_give_the_full_pass() -> None:
     # Decode token by token: each new key is rotated once, for its position, and cached.
     cached_keys, cached_values, outputs = [], [], []
     for p in range(8):
-        q, k, v = rotary.rotated_heads(x[:, p : p + 1], offset=p)  # (b, h, 1, d_h)
+        q, k, v = rotary.project(x[:, p : p + 1], offset=p)  # (b, h, 1, d_h)
         cached_keys.append(k)
         cached_values.append(v)
         keys = torch.cat(cached_keys, dim=2)  # (b, h, p + 1, d_h)
@@ -330,12 +330,9 @@ WALKED_THROUGH = [
         [
             "class RotaryMultiHeadAttention(MultiHeadAttention):",
             "self.rope = RotaryEmbedding(",
-            "def rotated_heads(",
-            "self.rope(q, offset), self.rope(k, offset), v",
-            "queries, keys, values = self.rotated_heads(x)",
-            "if self.fused:",
-            "self.mask[:t, :t]",
-            "self.out_proj(context)",
+            "def project(",
+            "super().project(x)",
+            "self.rope(queries, offset), self.rope(keys, offset), values",
         ],
     ),
     (

@@ -406,7 +406,7 @@ def test_decoding_one_token_passes_no_mask_so_the_flash_kernel_can_run(
         cached = decode(module, x, [3, 1, 1, 1])  # a prompt of 3, then 1 at a time
     torch.testing.assert_close(cached, full, **TOL)
     assert [c["is_causal"] for c in calls] == [True, False, False, False]
-    assert all(c["attn_mask"] is None for c in calls)
+    assert all(c.get("attn_mask") is None for c in calls)
     # Two new tokens after cached ones still need the (t, s) causal rows.
     calls.clear()
     with torch.no_grad():
@@ -565,10 +565,12 @@ def test_grouped_query_attention_arguments_are_checked() -> None:
     gqa = afs.GroupedQueryAttention(4, 8, 6, 0.0, num_heads=4, num_kv_heads=2, fused=True)
     with pytest.raises(ValueError, match=r"return_weights: expected False on the fused path"):
         gqa(randn(1, 2, 4, seed=0), return_weights=True)
-    with pytest.raises(TypeError, match=r"fused: expected a bool, got str"):
-        gqa.fused = "no"
-    with pytest.raises(AttributeError, match=r"context_length: expected to stay 6"):
+    gqa.fused = "no"
+    with pytest.raises(TypeError, match=r"fused: expected a bool, got str 'no'"):
+        gqa(randn(1, 2, 4, seed=0))
+    with pytest.raises(AttributeError, match=r"'context_length' .* has no setter"):
         gqa.context_length = 7
+    assert gqa.context_length == 6
 
 
 def test_input_checks_still_name_the_problem_on_the_fast_path() -> None:

@@ -35,7 +35,7 @@ from .multihead import (
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
     WideMultiHeadAttention,
-    packed_linear,
+    pack_linear,
 )
 from .positions import (
     LearnedPositions,
@@ -131,7 +131,7 @@ __all__ = [
     "load_glove",
     "measure_peak_memory",
     "merge_heads",
-    "packed_linear",
+    "pack_linear",
     "pick_device",
     "plot_attention",
     "plot_attention_heads",

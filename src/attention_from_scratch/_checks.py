@@ -150,11 +150,13 @@ def check_input(x: object, d_in: int, max_tokens: int, like: torch.Tensor) -> to
     )
 
 
-def check_return_weights(value: object, fused: bool) -> bool:
+def check_return_weights(value: object, fused: object) -> bool:
     """Return ``value`` if it is a bool, and refuse ``True`` on a fused path, which does
-    not return the weight matrix."""
-    if value is False:
+    not return the weight matrix. ``fused``, an attribute that may be reassigned after
+    construction, is checked here too, so a wrong value is named at the next call."""
+    if value is False and (fused is True or fused is False):
         return False
+    fused = check_bool("fused", fused)
     value = check_bool("return_weights", value)
     if fused and value:
         raise ValueError(

@@ -76,25 +76,24 @@ class MultiHeadAttentionWrapper(nn.Module):
         return context, weights
 
 
-def packed_linear(
-    x: torch.Tensor,
+def pack_linear(
     layers: Sequence[nn.Linear],
-) -> torch.Tensor:
-    """Several linear layers applied to the same input in one matmul.
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The weights and biases of several linear layers stacked into those of
+    one layer, so that ``F.linear(x, *pack_linear(layers))`` equals
+    ``torch.cat([layer(x) for layer in layers], dim=-1)`` in one matmul.
 
-    The layers' weights (and biases) are stacked at every call, as
-    ``torch.nn.MultiheadAttention`` stores its query, key and value weights,
-    so the result always uses the layers' current weights and autograd
-    splits the gradient back to each layer.
+    Stacked at every call, as ``torch.nn.MultiheadAttention`` stores its
+    query, key and value weights, so the result always holds the layers'
+    current weights, and autograd splits the gradient back to each layer.
 
     Args:
-        x: the input, ``(..., d_in)``.
         layers: ``nn.Linear`` layers that all read ``d_in`` numbers; all with
             a bias or all without.
 
     Returns:
-        ``torch.cat([layer(x) for layer in layers], dim=-1)``, computed as one
-        matmul: ``(..., sum of the layers' out_features)``.
+        ``(weight, bias)``: ``(sum of out_features, d_in)`` and
+        ``(sum of out_features,)``, or ``None`` for layers without a bias.
 
     Introduced in chapter 4.
     """
@@ -102,7 +101,7 @@ def packed_linear(
     bias = layers[0].bias
     if bias is not None:
         bias = torch.cat([layer.bias for layer in layers])  # (d_out sum,)
-    return F.linear(x, weight, bias)  # (..., d_out sum)
+    return weight, bias
 
 
 class MultiHeadAttention(nn.Module):
@@ -125,7 +124,7 @@ class MultiHeadAttention(nn.Module):
       accepts the call (FlashAttention-style, holding one tile of the
       ``(t, t)`` matrix at a time) and otherwise a fallback that forms the
       matrix (chapter 7 measures both); the three
-      projections run as one matmul (:func:`packed_linear`). It cannot
+      projections run as one matmul (:func:`pack_linear`). It cannot
       return weights.
 
     The attribute ``fused`` may be changed after construction;
@@ -168,87 +167,77 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.d_in = check_positive_int("d_in", d_in)
         self.d_out = check_positive_int("d_out", d_out)
-        context_length = check_positive_int("context_length", context_length)
-        self._context_length = context_length
         self.num_heads = check_positive_int("num_heads", num_heads)
         self.head_dim = check_divisible(d_out, num_heads)  # d_h
-        self.fused = fused  # checked by the setter below
+        self.fused = check_bool("fused", fused)
         check_bool("qkv_bias", qkv_bias)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(check_dropout(dropout))
-        mask = causal_mask(context_length)  # (context_length, context_length)
-        self.register_buffer("mask", mask, persistent=False)
+        n = check_positive_int("context_length", context_length)
+        self._context_length = n
+        self.register_buffer("mask", causal_mask(n), persistent=False)
+
+    @property
+    def context_length(self) -> int:
+        """The most tokens a sequence may have; read-only, since the causal
+        mask is built for it."""
+        return self._context_length
 
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        layers = (self.W_query, self.W_key, self.W_value)
-        weight = layers[0].weight  # fixes the expected dtype and device
-        x = check_input(x, self.d_in, self.context_length, like=weight)
         return_weights = check_return_weights(return_weights, self.fused)
+        queries, keys, values = self.project(x)  # (b, h, t, d_h) each
+        context, weights = self.attend(queries, keys, values)  # (b, h, t, d_h)
         b, t, _ = x.shape
-        h, d_h = self.num_heads, self.head_dim
-        if self.fused:
-            # One matmul for the three projections, as PyTorch's layers do.
-            qkv = packed_linear(x, layers)  # (b, t, 3 d_out)
-            qkv = qkv.view(b, t, 3, h, d_h)  # (b, t, 3, h, d_h)
-            queries, keys, values = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-            p = self.dropout.p if self.training else 0.0
-            context = F.scaled_dot_product_attention(
-                queries, keys, values, dropout_p=p, is_causal=True
-            )  # (b, h, t, d_h)
-            weights = None
-        else:
-            queries = self.W_query(x).view(b, t, h, d_h)  # (b, t, h, d_h)
-            keys = self.W_key(x).view(b, t, h, d_h)  # (b, t, h, d_h)
-            values = self.W_value(x).view(b, t, h, d_h)  # (b, t, h, d_h)
-            # Scaled before the product: float16 stays finite (chapter 7).
-            queries = queries.transpose(1, 2) * d_h**-0.5  # (b, h, t, d_h)
-            keys, values = keys.transpose(1, 2), values.transpose(1, 2)
-            scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
-            scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
-            weights = torch.softmax(scores, dim=-1)  # (b, h, t, t)
-            weights = self.dropout(weights)  # (b, h, t, t)
-            context = weights @ values  # (b, h, t, d_h)
         context = context.transpose(1, 2)  # (b, t, h, d_h)
         context = context.reshape(b, t, self.d_out)  # (b, t, d_out)
         out = self.out_proj(context)  # (b, t, d_out)
         return (out, weights) if return_weights else out
 
-    @property
-    def fused(self) -> bool:
-        """Whether ``forward`` calls ``scaled_dot_product_attention`` (True)
-        or computes the weights explicitly (False); may be switched at any
-        time, to a bool only (checked here, not at the next call)."""
-        return self._fused
+    def project(
+        self,
+        x: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Check ``x``, ``(b, t, d_in)``, and return its queries, keys and
+        values split into heads, each ``(b, h, t, d_h)``."""
+        # The three projections as one, as PyTorch's layers do: 3 d_out rows.
+        layers = (self.W_query, self.W_key, self.W_value)
+        weight, bias = pack_linear(layers)  # (3 d_out, d_in), (3 d_out,)
+        x = check_input(x, self.d_in, self.context_length, like=weight)
+        b, t, _ = x.shape
+        h, d_h = self.num_heads, self.head_dim
+        qkv = F.linear(x, weight, bias)  # (b, t, 3 d_out)
+        qkv = qkv.view(b, t, 3, h, d_h)  # (b, t, 3, h, d_h)
+        queries, keys, values = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        return queries, keys, values  # (b, h, t, d_h) each
 
-    @fused.setter
-    def fused(self, value: bool) -> None:
-        self._fused = check_bool("fused", value)
-
-    @property
-    def context_length(self) -> int:
-        """The most tokens a sequence may have; fixed, since the causal mask
-        is built for it."""
-        return self._context_length
-
-    @context_length.setter
-    def context_length(self, value: int) -> None:
-        raise AttributeError(
-            f"context_length: expected to stay {self._context_length}, the "
-            f"size the causal mask was built for, got an assignment of "
-            f"{value!r}; build a new module instead"
-        )
+    def attend(
+        self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Causal attention of every head: the context vectors ``(b, h, t,
+        d_h)`` and, on the explicit path, the weights ``(b, h, t, t)``
+        (``None`` on the fused path)."""
+        if self.fused:
+            p = self.dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(
+                queries, keys, values, dropout_p=p, is_causal=True
+            )  # (b, h, t, d_h)
+            return context, None
+        t = queries.shape[2]
+        # Scaled before the product: float16 stays finite (chapter 7).
+        queries = queries * self.head_dim**-0.5
+        scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
+        scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
+        weights = self.dropout(torch.softmax(scores, dim=-1))  # (b, h, t, t)
+        return weights @ values, weights  # (b, h, t, d_h), (b, h, t, t)
 
     def extra_repr(self) -> str:
-        return (
-            f"d_in={self.d_in}, d_out={self.d_out}, "
-            f"num_heads={self.num_heads}, "
-            f"context_length={self.context_length}, fused={self.fused}"
-        )
+        h, n = self.num_heads, self.context_length
+        return f"num_heads={h}, context_length={n}, fused={self.fused}"
 
 
 class WideMultiHeadAttention(nn.Module):

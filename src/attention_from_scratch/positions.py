@@ -14,14 +14,11 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
     check_bool,
-    check_input,
     check_positive_int,
-    check_return_weights,
     check_tensor,
 )
 from .multihead import MultiHeadAttention
@@ -284,9 +281,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     :class:`~attention_from_scratch.MultiHeadAttention` (the same state-dict names); after
     the head split, every query and key is rotated for its position by a
     :class:`RotaryEmbedding` of size ``d_h``. Values are not rotated. A model built from
-    these layers needs no position vectors added to its inputs. Both of chapter 4's paths
-    are kept: the steps written out (``fused=False``) and
-    ``scaled_dot_product_attention`` on the rotated queries and keys (``fused=True``).
+    these layers needs no position vectors added to its inputs. Only the ``project`` step
+    changes: ``forward`` and ``attend``, on both paths, are chapter 4's.
 
     Args:
         d_in: size of each input embedding.
@@ -333,13 +329,14 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         d_h = self.head_dim
         self.rope = RotaryEmbedding(d_h, base, interleaved=interleaved)
 
-    def rotated_heads(
+    def project(
         self, x: torch.Tensor, offset: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries and keys rotated for positions ``offset, ...``, and values.
+        """Chapter 4's step, then the queries and keys rotated for positions
+        ``offset, offset + 1, ...``; the values are left as they are.
 
-        A decoder that caches keys stores them as returned here, already rotated: a key
-        is rotated once, for its own position, and never again.
+        A decoder that caches keys stores them as returned here, already
+        rotated: a key is rotated once, for its own position, and never again.
 
         Args:
             x: ``(b, t, d_in)`` inputs.
@@ -348,43 +345,5 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         Returns:
             ``(queries, keys, values)``, each ``(b, h, t, d_h)``.
         """
-        x = check_tensor(
-            "x",
-            x,
-            ranks=(3,),
-            shape_names=("(b, t, d_in)",),
-            last_dim=self.d_in,
-            like=self,
-        )
-        b, t, _ = x.shape
-        heads = (b, t, self.num_heads, self.head_dim)
-        q = self.W_query(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
-        k = self.W_key(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
-        v = self.W_value(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
-        return self.rope(q, offset), self.rope(k, offset), v
-
-    def forward(
-        self, x: torch.Tensor, return_weights: bool = False
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        weight = self.out_proj.weight  # fixes the expected dtype and device
-        x = check_input(x, self.d_in, self.context_length, like=weight)
-        return_weights = check_return_weights(return_weights, self.fused)
-        b, t, _ = x.shape
-        queries, keys, values = self.rotated_heads(x)  # (b, h, t, d_h) each
-        if self.fused:
-            p = self.dropout.p if self.training else 0.0
-            context = F.scaled_dot_product_attention(
-                queries, keys, values, dropout_p=p, is_causal=True
-            )  # (b, h, t, d_h)
-            weights = None
-        else:
-            queries = queries * self.head_dim**-0.5
-            scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
-            scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
-            weights = torch.softmax(scores, dim=-1)  # (b, h, t, t)
-            weights = self.dropout(weights)  # (b, h, t, t)
-            context = weights @ values  # (b, h, t, d_h)
-        context = context.transpose(1, 2)  # (b, t, h, d_h)
-        context = context.reshape(b, t, self.d_out)  # (b, t, d_out)
-        out = self.out_proj(context)  # (b, t, d_out)
-        return (out, weights) if return_weights else out
+        queries, keys, values = super().project(x)  # (b, h, t, d_h) each
+        return self.rope(queries, offset), self.rope(keys, offset), values

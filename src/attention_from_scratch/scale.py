@@ -32,7 +32,7 @@ from ._checks import (
     check_positive_int,
     check_return_weights,
 )
-from .multihead import MultiHeadAttention
+from .multihead import MultiHeadAttention, pack_linear
 from .training import TinyCausalModel, _check_tokens
 
 try:  # the one private torch module the package uses; see measure_peak_memory
@@ -229,15 +229,13 @@ class CachedAttention(MultiHeadAttention):
         key_padding_mask: torch.Tensor | None = None,
         kv_cache: KVCache | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        weight = self.out_proj.weight  # fixes the expected dtype and device
-        x = check_input(x, self.d_in, self.context_length, like=weight)
         return_weights = check_return_weights(return_weights, self.fused)
+        queries, keys, values = self.project(x)  # (b, h or h_kv, t, d_h)
         b, t, _ = x.shape
         past = 0 if kv_cache is None else self._cached_tokens(kv_cache, t)
         s = past + t  # keys: the cached tokens and the new ones
         if key_padding_mask is not None:
             _check_padding_mask(key_padding_mask, b, s, x.device)
-        queries, keys, values = self.project(x)  # (b, h or h_kv, t, d_h)
         if kv_cache is not None:
             keys, values = kv_cache.append(keys, values)  # (b, h_kv, s, d_h)
 
@@ -267,45 +265,35 @@ class CachedAttention(MultiHeadAttention):
                 weights = weights.masked_fill(empty, 0.0)  # (b, h, t, s)
         return (out, weights) if return_weights else out
 
-    def project(
-        self,
-        x: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries ``(b, h, t, d_h)``, keys and values ``(b, h_kv, t, d_h)``:
-        each projection split into heads of ``d_h`` numbers, as many as its
-        layer has outputs for (``h_kv = h`` here, fewer in
-        :class:`GroupedQueryAttention`)."""
-        b, t, _ = x.shape
-        d_h = self.head_dim
-        queries = self.W_query(x).view(b, t, -1, d_h)  # (b, t, h, d_h)
-        keys = self.W_key(x).view(b, t, -1, d_h)  # (b, t, h_kv, d_h)
-        values = self.W_value(x).view(b, t, -1, d_h)  # (b, t, h_kv, d_h)
-        queries = queries.transpose(1, 2)  # (b, h, t, d_h)
-        return queries, keys.transpose(1, 2), values.transpose(1, 2)
-
     def attend(
         self,
         queries: torch.Tensor,
         keys: torch.Tensor,
         values: torch.Tensor,
-        hidden: torch.Tensor | None,
+        hidden: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The heads' context vectors and, on the explicit path, weights.
+        """Chapter 4's step with any mask, and keys from a cache.
 
         Args:
             queries: ``(b, h, t, d_h)``.
-            keys: ``(b, h, s, d_h)``.
-            values: ``(b, h, s, d_h)``.
+            keys: ``(b, h_kv, s, d_h)``, with ``h_kv = h`` here (fewer in
+                :class:`GroupedQueryAttention`, which the fused kernel
+                broadcasts).
+            values: ``(b, h_kv, s, d_h)``.
             hidden: ``True`` where a query must not see a key, ``(t, s)`` or
-                ``(b, 1, t, s)``; ``None`` for the causal mask alone
-                (``s == t``), which the fused kernels apply without a mask,
-                or for a single query (``t == 1``, the newest token), which
-                sees every key.
+                ``(b, 1, t, s)``. ``None`` means the causal mask alone when
+                ``s == t`` (chapter 4's step, which the fused kernels apply
+                without a mask tensor), and no mask at all for a single query
+                (``t == 1``, the newest token, which sees every key).
 
         Returns:
             ``(context, weights)``: ``(b, h, t, d_h)`` and ``(b, h, t, s)``,
             or ``None`` for the weights on the fused path.
         """
+        t, s = queries.shape[2], keys.shape[2]
+        grouped = keys.shape[1] != queries.shape[1]
+        if hidden is None and t == s and not grouped:
+            return super().attend(queries, keys, values)
         if self.fused:
             p = self.dropout.p if self.training else 0.0
             context = F.scaled_dot_product_attention(
@@ -316,13 +304,12 @@ class CachedAttention(MultiHeadAttention):
                 dropout_p=p,
                 # With t = 1 no key is in the future (and SDPA's causal mask
                 # would align it with key 0, not with the newest key).
-                is_causal=hidden is None and queries.shape[2] > 1,
-                enable_gqa=keys.shape[1] != queries.shape[1],
+                is_causal=hidden is None and t > 1,
+                enable_gqa=grouped,
             )  # (b, h, t, d_h)
             return context, None
-        t = queries.shape[2]
         if hidden is None:
-            hidden = self.mask[:t, :t]  # (t, t)
+            hidden = self.mask[s - t : s, :s]  # (t, s)
         queries = queries * self.head_dim**-0.5  # scaled first
         scores = queries @ keys.transpose(2, 3)  # (b, h, t, s)
         scores = scores.masked_fill(hidden, float("-inf"))  # (b, h, t, s)
@@ -419,12 +406,29 @@ class GroupedQueryAttention(CachedAttention):
         self.W_key = nn.Linear(d_in, kv_dim, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, kv_dim, bias=qkv_bias)
 
+    def project(
+        self,
+        x: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Chapter 4's step with narrower keys and values: queries ``(b, h, t,
+        d_h)``, keys and values ``(b, h_kv, t, d_h)``."""
+        layers = (self.W_query, self.W_key, self.W_value)
+        weight, bias = pack_linear(layers)  # (d_out + 2 h_kv d_h, d_in)
+        x = check_input(x, self.d_in, self.context_length, like=weight)
+        b, t, _ = x.shape
+        sizes = [layer.out_features for layer in layers]
+        qkv = F.linear(x, weight, bias).split(sizes, dim=-1)
+        heads = (b, t, -1, self.head_dim)  # -1: h or h_kv heads
+        # (b, h, t, d_h) queries, (b, h_kv, t, d_h) keys and values
+        q, k, v = (y.view(heads).transpose(1, 2) for y in qkv)
+        return q, k, v
+
     def attend(
         self,
         queries: torch.Tensor,
         keys: torch.Tensor,
         values: torch.Tensor,
-        hidden: torch.Tensor | None,
+        hidden: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """As :meth:`CachedAttention.attend`, with ``(b, h_kv, s, d_h)`` keys
         and values shared by groups of ``g`` query heads."""
@@ -433,7 +437,7 @@ class GroupedQueryAttention(CachedAttention):
         b, h, t, d_h = queries.shape
         h_kv, s = self.num_kv_heads, keys.shape[2]
         if hidden is None:
-            hidden = self.mask[:t, :t]  # (t, t)
+            hidden = self.mask[s - t : s, :s]  # (t, s)
         # The query heads are grouped under their key/value head, and each
         # key/value head broadcasts over its group: the keys are never copied
         # h / h_kv times (matmul may still expand them for the product).
