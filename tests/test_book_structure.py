@@ -328,6 +328,18 @@ def test_shown_source_fits_the_column(name: str) -> None:
     assert [line for line in code.split("\n") if len(line) > 79] == []
 
 
+def test_chapter_4s_class_reads_on_one_screen() -> None:
+    import attention_from_scratch
+
+    code = attention_from_scratch.show_source(
+        attention_from_scratch.MultiHeadAttention, docstrings=False
+    ).code
+    lines = [line for line in code.split("\n") if line.strip()]
+    # About 60 lines of code; the constructor's signature takes 11 of them (one parameter a
+    # line, to fit the page).
+    assert len(lines) <= 75, len(lines)
+
+
 # Figures each chapter had before its schematic diagrams (all data plots); every chapter
 # gained at least two diagrams drawn by `attention_from_scratch.diagrams`.
 FIGURES_BEFORE_DIAGRAMS = {

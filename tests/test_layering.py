@@ -242,3 +242,20 @@ def test_the_checker_accepts_a_well_layered_package(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["simplified", "exercises.ch7", "plotting"])
 def test_chapters_of_known_modules(name: str) -> None:
     assert chapter_of(name) == {"simplified": 1, "exercises.ch7": 7, "plotting": 0}[name]
+
+
+def test_later_chapters_replace_a_step_of_chapter_4s_attention_not_its_forward() -> None:
+    from attention_from_scratch import (
+        CachedAttention,
+        GroupedQueryAttention,
+        MultiHeadAttention,
+        RotaryMultiHeadAttention,
+    )
+
+    # Chapter 6 changes only the projection step; chapter 7 only the attention step.
+    assert "project" in vars(RotaryMultiHeadAttention)
+    assert RotaryMultiHeadAttention.forward is MultiHeadAttention.forward
+    assert RotaryMultiHeadAttention.attend is MultiHeadAttention.attend
+    assert "attend" in vars(CachedAttention)
+    assert CachedAttention.project is MultiHeadAttention.project
+    assert GroupedQueryAttention.forward is CachedAttention.forward

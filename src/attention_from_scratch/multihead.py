@@ -113,7 +113,13 @@ class MultiHeadAttention(nn.Module):
     Layers are created in the order ``W_query``, ``W_key``, ``W_value``,
     ``out_proj``.
 
-    Two paths compute the same function:
+    ``forward`` runs two steps that a subclass may replace: :meth:`project`
+    (the three projections as one matmul, :func:`pack_linear`, split into
+    heads) and :meth:`attend` (scores, causal mask, softmax, dropout and the
+    weighted sum of the values). Chapter 6 replaces ``project`` to rotate
+    queries and keys; chapter 7 extends ``attend`` to padding masks and a KV
+    cache (``CachedAttention``). ``attend`` has two paths that compute the
+    same function:
 
     - explicit (``fused=False``, the default): the steps written out, as
       taught in the book (the queries are multiplied by ``1 / sqrt(d_h)``
@@ -123,13 +129,11 @@ class MultiHeadAttention(nn.Module):
       scaled_dot_product_attention``, which runs a fused kernel where one
       accepts the call (FlashAttention-style, holding one tile of the
       ``(t, t)`` matrix at a time) and otherwise a fallback that forms the
-      matrix (chapter 7 measures both); the three
-      projections run as one matmul (:func:`pack_linear`). It cannot
-      return weights.
+      matrix (chapter 7 measures both). It cannot return weights.
 
-    The attribute ``fused`` may be changed after construction;
-    ``context_length`` may not. Chapter 7 extends this class with padding
-    masks and a KV cache (``CachedAttention``).
+    ``fused`` is a plain attribute that may be switched at any time (a value
+    that is not a bool is refused at the next call); ``context_length`` is
+    read-only, since the causal mask is built for it.
 
     Args:
         d_in: size of each input embedding.
