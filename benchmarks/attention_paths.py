@@ -193,12 +193,17 @@ def main() -> None:
     print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     inputs = torch.rand(48, 16)  # (t, d): small enough for the loops
+    # One thread, as for the small shape below: a (48, 48) product has nothing to share out,
+    # and on a busy machine the thread pool's hand-offs can cost milliseconds.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     loop, matrix = interleaved_best(
         lambda: simplified_attention_loop(inputs),
         lambda: simplified_attention(inputs),
         torch.device("cpu"),
         args.repeats,
     )
+    torch.set_num_threads(threads)
     print(
         f"chapter 1, t=48, d=16: loop {loop * 1e3:.1f} ms, matrix {matrix * 1e3:.3f} ms, "
         f"loop/matrix = {loop / matrix:.0f}x"
@@ -240,7 +245,6 @@ def main() -> None:
     big = (8, 1024, 768, 12)
     # At 1 x 8 x 64 a matmul has nothing to split among threads: the thread pool's hand-offs
     # only add noise (tenfold on a busy machine), so the small shape runs on one thread.
-    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     for backward in (False, True):
         compare_with_reference(
