@@ -299,10 +299,12 @@ class CachedAttention(MultiHeadAttention):
                 broadcasts).
             values: ``(b, h_kv, s, d_h)``.
             hidden: ``True`` where a query must not see a key, ``(t, s)`` or
-                ``(b, 1, t, s)``. ``None`` means the causal mask alone when
-                ``s == t`` (chapter 4's step, which the fused kernels apply
-                without a mask tensor), and no mask at all for a single query
-                (``t == 1``, the newest token, which sees every key).
+                ``(b, 1, t, s)``. ``None`` means the causal mask alone, query
+                ``i`` at position ``s - t + i``: chapter 4's step when
+                ``s == t`` (the fused kernels' ``is_causal``, no mask tensor),
+                no mask at all for a single query (``t == 1``, the newest
+                token, which sees every key), and the ``(t, s)`` causal rows
+                otherwise.
 
         Returns:
             ``(context, weights)``: ``(b, h, t, d_h)`` and ``(b, h, t, s)``,
