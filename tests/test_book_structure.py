@@ -335,9 +335,9 @@ def test_chapter_4s_class_reads_on_one_screen() -> None:
         attention_from_scratch.MultiHeadAttention, docstrings=False
     ).code
     lines = [line for line in code.split("\n") if line.strip()]
-    # About 60 lines of code; the constructor's signature takes 11 of them (one parameter a
-    # line, to fit the page).
-    assert len(lines) <= 75, len(lines)
+    # Non-blank lines, comments included: the constructor's signature takes 11 of them (one
+    # parameter a line, to fit the page), the code about 60.
+    assert len(lines) <= 74, len(lines)
 
 
 # Figures each chapter had before its schematic diagrams (all data plots); every chapter

@@ -252,10 +252,12 @@ def test_later_chapters_replace_a_step_of_chapter_4s_attention_not_its_forward()
         RotaryMultiHeadAttention,
     )
 
-    # Chapter 6 changes only the projection step; chapter 7 only the attention step.
+    # Chapter 6 changes only the projection step. Chapter 7's CachedAttention builds masks
+    # and uses the cache in its forward and extends both steps; GroupedQueryAttention then
+    # changes the layers and the explicit attention step, nothing else.
     assert "project" in vars(RotaryMultiHeadAttention)
     assert RotaryMultiHeadAttention.forward is MultiHeadAttention.forward
     assert RotaryMultiHeadAttention.attend is MultiHeadAttention.attend
-    assert "attend" in vars(CachedAttention)
-    assert CachedAttention.project is MultiHeadAttention.project
+    assert {"forward", "project", "attend"} <= set(vars(CachedAttention))
     assert GroupedQueryAttention.forward is CachedAttention.forward
+    assert GroupedQueryAttention.project is CachedAttention.project

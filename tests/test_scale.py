@@ -290,12 +290,11 @@ def test_grouped_query_attention_with_all_heads_loads_a_multi_head_state_dict(fu
     cached.load_state_dict(mha.state_dict())
     x = randn(2, 7, 5, seed=5)
     padding = right_padding([7, 4], 7)
-    # The explicit paths compute the same operations; chapter 4's fused path packs the three
-    # projections into one matmul, which rounds differently.
-    exact = {"rtol": 0, "atol": 0} if not fused else TOL
+    # Chapter 4's class stacks the three projections into one matmul, which rounds
+    # differently from chapter 7's three; chapter 7's two classes do the same operations.
     with torch.no_grad():
-        torch.testing.assert_close(gqa(x), mha(x), **exact)
-        torch.testing.assert_close(cached(x), mha(x), **exact)
+        torch.testing.assert_close(gqa(x), mha(x), **TOL)
+        torch.testing.assert_close(cached(x), mha(x), **TOL)
         torch.testing.assert_close(gqa(x), cached(x), rtol=0, atol=0)
         torch.testing.assert_close(
             gqa(x, key_padding_mask=padding), cached(x, key_padding_mask=padding), rtol=0, atol=0
@@ -964,3 +963,22 @@ def test_generate_restores_training_mode_and_fills_the_context() -> None:
 def test_generate_names_bad_arguments(call, error, match: str) -> None:
     with pytest.raises(error, match=match):
         call(tiny_model(), torch.zeros(1, 3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2], ids=["cached", "grouped"])
+def test_attend_called_directly_aligns_new_queries_with_the_newest_keys(
+    num_kv_heads: int,
+) -> None:
+    # Three new queries after four cached keys: query i sits at position 4 + i, on both paths
+    # (the fused kernel's own causal mask would align it with key i).
+    torch.manual_seed(0)
+    module = afs.GroupedQueryAttention(8, 8, 8, 0.0, 4, num_kv_heads)
+    q = torch.randn(1, 4, 3, 2)
+    k, v = torch.randn(2, 1, num_kv_heads, 7, 2).unbind(0)
+    explicit, weights = module.attend(q, k, v)
+    assert weights is not None
+    future = torch.ones(3, 7, dtype=torch.bool).triu(5)  # query i sees keys 0 .. 4 + i
+    assert torch.equal(weights == 0, future.expand_as(weights))
+    module.fused = True
+    fused, _ = module.attend(q, k, v)
+    torch.testing.assert_close(fused, explicit, **TOL)

@@ -83,9 +83,11 @@ def pack_linear(
     one layer, so that ``F.linear(x, *pack_linear(layers))`` equals
     ``torch.cat([layer(x) for layer in layers], dim=-1)`` in one matmul.
 
-    Stacked at every call, as ``torch.nn.MultiheadAttention`` stores its
-    query, key and value weights, so the result always holds the layers'
-    current weights, and autograd splits the gradient back to each layer.
+    The rows are in the order ``torch.nn.MultiheadAttention`` keeps in its
+    ``in_proj_weight``, but stacked at every call, so the result always holds
+    the layers' current weights, and autograd splits the gradient back to
+    each layer. The stacking copies the weights: worth it when many tokens
+    share the one matmul, not when one token is decoded at a time.
 
     Args:
         layers: ``nn.Linear`` layers that all read ``d_in`` numbers; all with
@@ -117,9 +119,9 @@ class MultiHeadAttention(nn.Module):
     (the three projections as one matmul, :func:`pack_linear`, split into
     heads) and :meth:`attend` (scores, causal mask, softmax, dropout and the
     weighted sum of the values). Chapter 6 replaces ``project`` to rotate
-    queries and keys; chapter 7 extends ``attend`` to padding masks and a KV
-    cache (``CachedAttention``). ``attend`` has two paths that compute the
-    same function:
+    queries and keys; chapter 7's ``CachedAttention`` replaces ``forward`` to
+    build padding masks and use a KV cache, and extends the two steps.
+    ``attend`` has two paths that compute the same function:
 
     - explicit (``fused=False``, the default): the steps written out, as
       taught in the book (the queries are multiplied by ``1 / sqrt(d_h)``
@@ -132,8 +134,8 @@ class MultiHeadAttention(nn.Module):
       matrix (chapter 7 measures both). It cannot return weights.
 
     ``fused`` is a plain attribute that may be switched at any time (a value
-    that is not a bool is refused at the next call); ``context_length`` is
-    read-only, since the causal mask is built for it.
+    that is not a bool is refused by the next ``forward``); ``context_length``
+    is read-only, since the causal mask is built for it.
 
     Args:
         d_in: size of each input embedding.
@@ -180,9 +182,10 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(check_dropout(dropout))
-        n = check_positive_int("context_length", context_length)
-        self._context_length = n
-        self.register_buffer("mask", causal_mask(n), persistent=False)
+        context_length = check_positive_int("context_length", context_length)
+        self._context_length = context_length
+        mask = causal_mask(context_length)  # (context_length, context_length)
+        self.register_buffer("mask", mask, persistent=False)
 
     @property
     def context_length(self) -> int:
@@ -202,22 +205,19 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(context)  # (b, t, d_out)
         return (out, weights) if return_weights else out
 
-    def project(
-        self,
-        x: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Check ``x``, ``(b, t, d_in)``, and return its queries, keys and
         values split into heads, each ``(b, h, t, d_h)``."""
-        # The three projections as one, as PyTorch's layers do: 3 d_out rows.
         layers = (self.W_query, self.W_key, self.W_value)
-        weight, bias = pack_linear(layers)  # (3 d_out, d_in), (3 d_out,)
+        weight = layers[0].weight  # fixes the expected dtype and device
         x = check_input(x, self.d_in, self.context_length, like=weight)
         b, t, _ = x.shape
         h, d_h = self.num_heads, self.head_dim
-        qkv = F.linear(x, weight, bias)  # (b, t, 3 d_out)
+        # The three projections as one matmul: 3 d_out rows of weights.
+        qkv = F.linear(x, *pack_linear(layers))  # (b, t, 3 d_out)
         qkv = qkv.view(b, t, 3, h, d_h)  # (b, t, 3, h, d_h)
-        queries, keys, values = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        return queries, keys, values  # (b, h, t, d_h) each
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, b, h, t, d_h)
+        return qkv.unbind(0)  # queries, keys, values: (b, h, t, d_h) each
 
     def attend(
         self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor

@@ -32,7 +32,7 @@ from ._checks import (
     check_positive_int,
     check_return_weights,
 )
-from .multihead import MultiHeadAttention, pack_linear
+from .multihead import MultiHeadAttention
 from .training import TinyCausalModel, _check_tokens
 
 try:  # the one private torch module the package uses; see measure_peak_memory
@@ -196,8 +196,14 @@ class CachedAttention(MultiHeadAttention):
       token, so feeding a sequence piece by piece gives the outputs of one
       full pass.
 
-    Both work on both paths; on the fused path they become a boolean
-    ``attn_mask`` of ``scaled_dot_product_attention``.
+    Both work on both paths. On the fused path a padding mask, or the
+    causal rows of several new tokens after cached ones, becomes a boolean
+    ``attn_mask`` of ``scaled_dot_product_attention``; the causal mask alone
+    is the kernel's ``is_causal``, and one new token needs no mask at all.
+
+    ``project`` runs three separate projections rather than chapter 4's one
+    stacked matmul: decoding one token at a time, stacking the weights at
+    every call would copy them all to multiply them by a single token.
 
     Args:
         d_in: size of each input embedding.
@@ -239,15 +245,13 @@ class CachedAttention(MultiHeadAttention):
         if kv_cache is not None:
             keys, values = kv_cache.append(keys, values)  # (b, h_kv, s, d_h)
 
-        # True where a query may not look: the future of query i, which sits
-        # at position past + i, and with a padding mask every padded key.
-        future = self.mask[past:s, :s]  # (t, s)
-        # None: the kernels' own causal mask (no cache), or nothing to hide
-        # (one new token, t = 1, sees every cached key): no mask tensor, so
-        # the flash kernel stays usable while decoding.
-        hidden = future if past > 0 and t > 1 else None
-        empty = None
+        # hidden: True where a query may not look. None leaves the causal
+        # rows to attend, which knows them without a mask tensor where it can.
+        hidden, empty = None, None
         if key_padding_mask is not None:
+            # The future of query i, which sits at position past + i, and
+            # every padded key.
+            future = self.mask[past:s, :s]  # (t, s)
             padded = key_padding_mask[:, None, None, :]  # (b, 1, 1, s)
             hidden = future | padded  # (b, 1, t, s)
             # A row with no visible key would be 0/0 = NaN. It is computed
@@ -265,6 +269,20 @@ class CachedAttention(MultiHeadAttention):
                 weights = weights.masked_fill(empty, 0.0)  # (b, h, t, s)
         return (out, weights) if return_weights else out
 
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Queries ``(b, h, t, d_h)``, keys and values ``(b, h_kv, t, d_h)``:
+        each projection split into as many heads of ``d_h`` numbers as its
+        layer has outputs for (``h_kv = h`` here, fewer in
+        :class:`GroupedQueryAttention`)."""
+        weight = self.W_query.weight  # fixes the expected dtype and device
+        x = check_input(x, self.d_in, self.context_length, like=weight)
+        b, t, _ = x.shape
+        heads = (b, t, -1, self.head_dim)  # -1: h or h_kv heads
+        queries = self.W_query(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
+        keys = self.W_key(x).view(heads).transpose(1, 2)  # (b, h_kv, t, d_h)
+        values = self.W_value(x).view(heads)  # (b, t, h_kv, d_h)
+        return queries, keys, values.transpose(1, 2)  # (b, h_kv, t, d_h)
+
     def attend(
         self,
         queries: torch.Tensor,
@@ -281,10 +299,12 @@ class CachedAttention(MultiHeadAttention):
                 broadcasts).
             values: ``(b, h_kv, s, d_h)``.
             hidden: ``True`` where a query must not see a key, ``(t, s)`` or
-                ``(b, 1, t, s)``. ``None`` means the causal mask alone when
-                ``s == t`` (chapter 4's step, which the fused kernels apply
-                without a mask tensor), and no mask at all for a single query
-                (``t == 1``, the newest token, which sees every key).
+                ``(b, 1, t, s)``. ``None`` means the causal mask alone, query
+                ``i`` at position ``s - t + i``: chapter 4's step when
+                ``s == t`` (the fused kernels' ``is_causal``, no mask tensor),
+                no mask at all for a single query (``t == 1``, the newest
+                token, which sees every key), and the ``(t, s)`` causal rows
+                otherwise.
 
         Returns:
             ``(context, weights)``: ``(b, h, t, d_h)`` and ``(b, h, t, s)``,
@@ -294,6 +314,10 @@ class CachedAttention(MultiHeadAttention):
         grouped = keys.shape[1] != queries.shape[1]
         if hidden is None and t == s and not grouped:
             return super().attend(queries, keys, values)
+        if hidden is None and 1 < t < s:
+            # Several new tokens after cached ones: query i sits at s - t + i,
+            # where SDPA's causal mask would align it with key i.
+            hidden = self.mask[s - t : s, :s]  # (t, s)
         if self.fused:
             p = self.dropout.p if self.training else 0.0
             context = F.scaled_dot_product_attention(
@@ -405,23 +429,6 @@ class GroupedQueryAttention(CachedAttention):
         kv_dim = num_kv_heads * self.head_dim
         self.W_key = nn.Linear(d_in, kv_dim, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, kv_dim, bias=qkv_bias)
-
-    def project(
-        self,
-        x: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Chapter 4's step with narrower keys and values: queries ``(b, h, t,
-        d_h)``, keys and values ``(b, h_kv, t, d_h)``."""
-        layers = (self.W_query, self.W_key, self.W_value)
-        weight, bias = pack_linear(layers)  # (d_out + 2 h_kv d_h, d_in)
-        x = check_input(x, self.d_in, self.context_length, like=weight)
-        b, t, _ = x.shape
-        sizes = [layer.out_features for layer in layers]
-        qkv = F.linear(x, weight, bias).split(sizes, dim=-1)
-        heads = (b, t, -1, self.head_dim)  # -1: h or h_kv heads
-        # (b, h, t, d_h) queries, (b, h_kv, t, d_h) keys and values
-        q, k, v = (y.view(heads).transpose(1, 2) for y in qkv)
-        return q, k, v
 
     def attend(
         self,
