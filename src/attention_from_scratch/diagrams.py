@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import pairwise
+from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -29,6 +30,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.text import Text
 
 from ._checks import check_positive_int, check_tensor
 from .plotting import (
@@ -138,13 +140,12 @@ def _block(
                 )
             )
             if numbers:
-                ax.text(
+                _text(
+                    ax,
                     left + (j + 0.5) * cell,
                     top - (i + 0.5) * cell,
                     f"{value:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=_CELL_PT,
+                    size=_CELL_PT,
                     color=_ink(_tint(colour, strength)),
                 )
     ax.add_patch(Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, lw=1.2))
@@ -180,11 +181,20 @@ def _arrow(
     )
 
 
+def _text(ax: Axes, x: float, y: float, text: str, *, size: float = _FONT_PT, **style: Any) -> Text:
+    """Write ``text`` at (x, y) inches in ``size`` points.
+
+    Centred on (x, y) unless ``style`` sets ``ha`` or ``va``; ``style`` holds any other
+    property of matplotlib's ``Text`` (``color``, ``rotation``, ...).
+    """
+    return ax.text(x, y, text, **{"ha": "center", "va": "center", "fontsize": size, **style})
+
+
 def _legend(ax: Axes, x: float, y: float, items: Sequence[tuple[str, str]]) -> None:
     """A row of coloured squares with their names, starting at (x, y) in inches."""
     for colour, name in items:
         ax.add_patch(Rectangle((x, y - 0.07), 0.16, 0.16, facecolor=colour, edgecolor="black"))
-        text = ax.text(x + 0.22, y + 0.01, name, va="center", fontsize=_FONT_PT)
+        text = _text(ax, x + 0.22, y + 0.01, name, ha="left")
         x += 0.4 + 0.075 * len(text.get_text())
 
 
@@ -365,16 +375,17 @@ def _draw_query_path(
     width = out_left + d_v * cell + 0.1
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
-        ax.text(
+        _text(
+            ax,
             0.05,
             height - 0.18,
             f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = '
             + "["
             + ", ".join(f"{v:.2f}" for v in q.tolist())
             + "]",
-            fontsize=_LABEL_PT,
+            ha="left",
+            size=_LABEL_PT,
             color=ROLE_COLOURS["query"],
-            va="center",
         )
         softmax = rf"softmax($\omega / \sqrt{{{d_k}}}$)" if scaled else "softmax"
         headers = (
@@ -389,16 +400,16 @@ def _draw_query_path(
             (out_left + d_v * cell / 2, rf"$\alpha_{{{query}j}}\,{v_name}^{{(j)}}$"),
         )
         for centre, text in headers:
-            ax.text(centre, top + 0.32, text, ha="center", va="center", fontsize=_LABEL_PT)
+            _text(ax, centre, top + 0.32, text, size=_LABEL_PT)
         for j in range(t):
             y = top - j * row
-            ax.text(
+            _text(
+                ax,
                 k_left - 0.08,
                 y - row / 2,
                 labels[j],
                 ha="right",
-                va="center",
-                fontsize=_LABEL_PT,
+                size=_LABEL_PT,
                 fontweight="bold" if j == query else "normal",
                 color=ROLE_COLOURS["query"] if j == query else "black",
             )
@@ -412,14 +423,7 @@ def _draw_query_path(
                 numbers=True,
                 scale=float(keys.abs().max()),
             )
-            ax.text(
-                score_x,
-                y - row / 2,
-                f"{float(scores[j]):.2f}",
-                ha="center",
-                va="center",
-                fontsize=_CELL_PT,
-            )
+            _text(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=_CELL_PT)
             _arrow(ax, (score_x + 0.28, y - row / 2), (bar_left - 0.02, y - row / 2), lw=0.8)
             share = float(weights[j])
             ax.add_patch(
@@ -430,15 +434,8 @@ def _draw_query_path(
                     facecolor=_tint(ROLE_COLOURS["value"], 0.5),
                 )
             )
-            ax.text(bar_left + 0.04, y - row / 2, f"{share:.3f}", va="center", fontsize=_CELL_PT)
-            ax.text(
-                out_left - 0.35,
-                y - row / 2,
-                rf"$\times\,{v_name}^{{(j)}}$",
-                ha="center",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=_CELL_PT)
+            _text(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
             _block(
                 ax,
                 out_left,
@@ -451,13 +448,13 @@ def _draw_query_path(
             )
         y = top - t * row - 0.12
         ax.plot([out_left, out_left + d_v * cell], [y + 0.06] * 2, color="black", lw=1)
-        ax.text(
+        _text(
+            ax,
             out_left - 0.1,
             y - row / 2,
             rf"sum: $z^{{({query})}}$",
             ha="right",
-            va="center",
-            fontsize=_LABEL_PT,
+            size=_LABEL_PT,
             color="black",
         )
         _block(
@@ -470,12 +467,8 @@ def _draw_query_path(
             numbers=True,
             scale=float(context.abs().max()),
         )
-        ax.text(
-            bar_left - 0.8,
-            y - row / 2,
-            f"weights sum to {float(weights.sum()):.3f}",
-            va="center",
-            fontsize=_FONT_PT,
+        _text(
+            ax, bar_left - 0.8, y - row / 2, f"weights sum to {float(weights.sum()):.3f}", ha="left"
         )
     return fig
 
@@ -535,13 +528,12 @@ def draw_attention_matrices(
     with _figure(width, height) as (fig, ax):
         top = height - 0.45
         for i, label in enumerate(labels):
-            ax.text(
+            _text(
+                ax,
                 label_room - 0.05,
                 top - (i + 0.5) * cell,
                 label,
                 ha="right",
-                va="center",
-                fontsize=_FONT_PT,
                 color=ROLE_COLOURS["query"] if i == query else "black",
             )
         left = label_room
@@ -557,25 +549,17 @@ def draw_attention_matrices(
                     edgecolor=ROLE_COLOURS["query"],
                 )
             )
-            ax.text(left + w / 2, top + 0.08, name, ha="center", va="bottom", fontsize=_LABEL_PT)
-            ax.text(
-                left + w / 2,
-                top - h - 0.08,
-                str(tuple(matrix.shape)),
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, left + w / 2, top + 0.08, name, va="bottom", size=_LABEL_PT)
+            _text(ax, left + w / 2, top - h - 0.08, str(tuple(matrix.shape)), va="top")
             left += w
             if step is not None:
                 _arrow(ax, (left + 0.08, top - h / 2), (left + arrow_room - 0.08, top - h / 2))
-                ax.text(
+                _text(
+                    ax,
                     left + arrow_room / 2,
                     top - h / 2 + 0.08,
                     step.replace("x X^T", "$X X^{\\top}$"),
-                    ha="center",
                     va="bottom",
-                    fontsize=_FONT_PT,
                 )
                 left += arrow_room
     return fig
@@ -663,17 +647,13 @@ def draw_projections(
     letters = {"query": ("Q", "W_q"), "key": ("K", "W_k"), "value": ("V", "W_v")}
 
     def shape_label(left: float, w: float, bottom: float, name: str, shape: tuple) -> None:
-        ax.text(
-            left + w / 2, bottom - 0.08, f"${name}$", ha="center", va="top", fontsize=_LABEL_PT + 1
-        )
-        ax.text(
-            left + w / 2, bottom - 0.33, str(tuple(shape)), ha="center", va="top", fontsize=_FONT_PT
-        )
+        _text(ax, left + w / 2, bottom - 0.08, f"${name}$", va="top", size=_LABEL_PT + 1)
+        _text(ax, left + w / 2, bottom - 0.33, str(tuple(shape)), va="top")
 
     with _figure(width, height) as (fig, ax):
         top = height - 0.35
-        ax.text(
-            0.05, height - 0.15, "1. project: one product per role", fontsize=_LABEL_PT, va="center"
+        _text(
+            ax, 0.05, height - 0.15, "1. project: one product per role", ha="left", size=_LABEL_PT
         )
         left = 0.1
         w, h = _block(ax, left, top, x, cell, ROLE_COLOURS["input"])
@@ -681,56 +661,39 @@ def draw_projections(
         left += w + 0.35
         for role, (letter, w_name) in letters.items():
             matrix = weights[f"w_{role}"]
-            ax.text(
-                left - 0.02, top - t * cell / 2, "X @", ha="left", va="center", fontsize=_LABEL_PT
-            )
+            _text(ax, left - 0.02, top - t * cell / 2, "X @", ha="left", size=_LABEL_PT)
             left += 0.42
             w, h = _block(ax, left, top, matrix, cell, ROLE_COLOURS[role])
             shape_label(left, w, top - h, w_name, matrix.shape)
-            ax.text(
-                left + w + 0.12,
-                top - t * cell / 2,
-                "=",
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT,
-            )
+            _text(ax, left + w + 0.12, top - t * cell / 2, "=", size=_LABEL_PT)
             left += w + 0.25
             w, h = _block(ax, left, top, products[role], cell, ROLE_COLOURS[role])
             shape_label(left, w, top - h, letter, products[role].shape)
             left += w + 0.35
         top = bottom_height - 0.35
-        ax.text(
+        _text(
+            ax,
             0.05,
             bottom_height - 0.1,
             rf"2. score: $Q K^\top / \sqrt{{d_k}}$, "
             rf"$d_k = {d_k}$",
-            fontsize=_LABEL_PT,
-            va="center",
+            ha="left",
+            size=_LABEL_PT,
         )
         left = 0.3
         c = bottom_cell
         w, h = _block(ax, left, top, products["query"], c, ROLE_COLOURS["query"])
         shape_label(left, w, top - h, "Q", products["query"].shape)
-        ax.text(left + w + 0.15, top - t * c / 2, "@", ha="center", va="center", fontsize=_LABEL_PT)
+        _text(ax, left + w + 0.15, top - t * c / 2, "@", size=_LABEL_PT)
         left += w + 0.3
         w, h = _block(ax, left, top, products["key"].T, c, ROLE_COLOURS["key"])
         shape_label(left, w, top - h, r"K^\top", products["key"].T.shape)
-        ax.text(
-            left + w + 0.45,
-            top - t * c / 2,
-            rf"$/\sqrt{{{d_k}}}$ =",
-            ha="center",
-            va="center",
-            fontsize=_LABEL_PT,
-        )
+        _text(ax, left + w + 0.45, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=_LABEL_PT)
         left += w + 0.9
         w, h = _block(ax, left, top, scaled, c, "#000000")
         shape_label(left, w, top - h, r"\omega / \sqrt{d_k}", scaled.shape)
-        ax.text(left + w + 0.1, top - c / 2, "row i: query i", fontsize=_FONT_PT, va="center")
-        ax.text(
-            left + w + 0.1, top - 1.5 * c - 0.05, "column j: key j", fontsize=_FONT_PT, va="center"
-        )
+        _text(ax, left + w + 0.1, top - c / 2, "row i: query i", ha="left")
+        _text(ax, left + w + 0.1, top - 1.5 * c - 0.05, "column j: key j", ha="left")
     return fig
 
 
@@ -787,14 +750,7 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
         top = height - 0.55
         left = 0.95
         for i in range(t):
-            ax.text(
-                left - 0.06,
-                top - (i + 0.5) * cell,
-                labels[i],
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, left - 0.06, top - (i + 0.5) * cell, labels[i], ha="right")
             for j in range(t):
                 forbidden = bool(hidden[i, j])
                 ax.add_patch(
@@ -809,40 +765,17 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
                     )
                 )
                 if forbidden:
-                    ax.text(
-                        left + (j + 0.5) * cell,
-                        top - (i + 0.5) * cell,
-                        "×",
-                        ha="center",
-                        va="center",
-                        color="white",
-                        fontsize=_FONT_PT,
-                    )
+                    _text(ax, left + (j + 0.5) * cell, top - (i + 0.5) * cell, "×", color="white")
         for j in range(t):
-            ax.text(
-                left + (j + 0.5) * cell,
-                top + 0.05,
-                str(j),
-                ha="center",
-                va="bottom",
-                fontsize=_FONT_PT,
-            )
-        ax.text(left + t * cell / 2, top + 0.27, "key j (sender)", ha="center", fontsize=_FONT_PT)
-        ax.text(
-            left + t * cell / 2,
-            top - t * cell - 0.1,
-            "row i: query (receiver)",
-            ha="center",
-            va="top",
-            fontsize=_FONT_PT,
-        )
-        ax.text(
+            _text(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
+        _text(ax, left + t * cell / 2, top + 0.27, "key j (sender)", va="baseline")
+        _text(ax, left + t * cell / 2, top - t * cell - 0.1, "row i: query (receiver)", va="top")
+        _text(
+            ax,
             left + t * cell / 2,
             top - t * cell - 0.33,
             "× = True: forbidden",
-            ha="center",
             va="top",
-            fontsize=_FONT_PT,
             color=ROLE_COLOURS["mask"],
         )
         base = height / 2 + 0.1
@@ -875,32 +808,31 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
             ax.add_patch(
                 plt.Circle((xs[i], base), 0.13, facecolor="white", edgecolor="black", zorder=3)
             )
-            ax.text(xs[i], base, str(i), ha="center", va="center", fontsize=_FONT_PT, zorder=4)
-            ax.text(
+            _text(ax, xs[i], base, str(i), zorder=4)
+            _text(
+                ax,
                 xs[i],
                 base - 0.2,
                 labels[i],
-                ha="center",
                 va="top",
-                fontsize=_FONT_PT,
                 rotation=30 if spacing < 0.6 else 0,
                 zorder=4,
             )
         mid = (xs[0] + xs[-1]) / 2
-        ax.text(
+        _text(
+            ax,
             mid,
             height - 0.2,
             "allowed: earlier → later (and itself)",
-            ha="center",
-            fontsize=_FONT_PT,
+            va="baseline",
             color="black",
         )
-        ax.text(
+        _text(
+            ax,
             mid,
             0.12,
             "forbidden by the mask: later → earlier",
-            ha="center",
-            fontsize=_FONT_PT,
+            va="baseline",
             color=ROLE_COLOURS["mask"],
         )
     return fig
@@ -972,9 +904,7 @@ def draw_dropout(
             (2.25, dropped, f"after dropout\n(p = {p:g})"),
         )
         for base, row, name in rows:
-            ax.text(
-                left - 0.15, base + bar_height / 2, name, ha="right", va="center", fontsize=_FONT_PT
-            )
+            _text(ax, left - 0.15, base + bar_height / 2, name, ha="right")
             for j in range(s):
                 centre = left + (j + 0.5) * spacing
                 value = float(row[j])
@@ -987,33 +917,23 @@ def draw_dropout(
                         facecolor=_tint(ROLE_COLOURS["value"], 0.55),
                     )
                 )
-                ax.text(
+                _text(
+                    ax,
                     centre,
                     base - 0.04,
                     f"{value:.2f}",
-                    ha="center",
                     va="top",
-                    fontsize=_CELL_PT,
+                    size=_CELL_PT,
                     color=ROLE_COLOURS["mask"] if zero else "black",
                 )
                 if zero:
-                    ax.text(
-                        centre,
-                        base + 0.2,
-                        "×",
-                        ha="center",
-                        va="center",
-                        fontsize=16,
-                        color=ROLE_COLOURS["mask"],
-                    )
-        ax.text(
+                    _text(ax, centre, base + 0.2, "×", size=16, color=ROLE_COLOURS["mask"])
+        _text(
+            ax,
             left + s * spacing / 2,
             2.98,
             rf"each kept weight $\times\,1/(1-p) = {1 / (1 - p):.3g}$; "
             "dropped ones are 0",
-            ha="center",
-            va="center",
-            fontsize=_FONT_PT,
         )
         for j in range(s):
             centre = left + (j + 0.5) * spacing
@@ -1028,24 +948,15 @@ def draw_dropout(
                     linestyle="-" if alive else "--",
                 )
             )
-            ax.text(
+            _text(
+                ax,
                 centre,
                 1.24,
                 f"$v^{{({j})}}$",
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT,
+                size=_LABEL_PT,
                 color="white" if alive else "#999999",
             )
-            ax.text(
-                centre,
-                0.98,
-                labels[j],
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-                rotation=30 if spacing < 0.7 else 0,
-            )
+            _text(ax, centre, 0.98, labels[j], va="top", rotation=30 if spacing < 0.7 else 0)
             _arrow(
                 ax,
                 (centre, 2.03),
@@ -1054,14 +965,13 @@ def draw_dropout(
                 colour="black" if alive else "#bbbbbb",
                 linestyle="-" if alive else (0, (2, 2)),
             )
-        ax.text(left - 0.15, 1.24, "value rows", ha="right", va="center", fontsize=_FONT_PT)
-        ax.text(
+        _text(ax, left - 0.15, 1.24, "value rows", ha="right")
+        _text(
+            ax,
             left + s * spacing / 2,
             0.2,
             r"context vector $z = \sum_j$ (weight after dropout) $\cdot\, v^{(j)}$",
-            ha="center",
-            va="center",
-            fontsize=_LABEL_PT,
+            size=_LABEL_PT,
             color="black",
         )
     return fig
@@ -1089,13 +999,12 @@ def _head_cells(
     for i in range(rows):
         for j, head in enumerate(heads_of):
             if features is not None:
-                ax.text(
+                _text(
+                    ax,
                     left + (j + 0.5) * cell,
                     top - (i + 0.5) * cell,
                     str(features[j]),
-                    ha="center",
-                    va="center",
-                    fontsize=_CELL_PT,
+                    size=_CELL_PT,
                     zorder=3,
                 )
             ax.add_patch(
@@ -1154,13 +1063,12 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
         # 1. (t, d_out)
         left = 0.2
         _head_cells(ax, left, top, t, d_out, cell, heads_of, range(d_out) if numbered else None)
-        ax.text(
+        _text(
+            ax,
             left + d_out * cell / 2,
             top + 0.12,
             f"(b, t, d_out)\n= ({b}, {t}, {d_out})",
-            ha="center",
             va="bottom",
-            fontsize=_FONT_PT,
         )
         ends = [left + d_out * cell]
         # 2. (t, h, d_h): the same row, cut into groups
@@ -1170,13 +1078,12 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             x0 = left + head * (d_h * cell + gap)
             _head_cells(ax, x0, top, t, d_h, cell, [head] * d_h, features)
         span = num_heads * d_h * cell + (num_heads - 1) * gap
-        ax.text(
+        _text(
+            ax,
             left + span / 2,
             top + 0.12,
             f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})",
-            ha="center",
             va="bottom",
-            fontsize=_FONT_PT,
         )
         starts = [left]
         ends.append(left + span)
@@ -1186,24 +1093,22 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             x0 = left + head * (d_h * cell + 0.3)
             features = range(head * d_h, (head + 1) * d_h) if numbered else None
             _head_cells(ax, x0, top, t, d_h, cell, [head] * d_h, features)
-            ax.text(
+            _text(
+                ax,
                 x0 + d_h * cell / 2,
                 top - t * cell - 0.05,
                 f"head {head}",
-                ha="center",
                 va="top",
-                fontsize=_FONT_PT,
                 color=HEAD_COLOURS[head % 8],
                 rotation=90 if d_h * cell + 0.3 < 0.55 else 0,
             )
         span = num_heads * d_h * cell + (num_heads - 1) * 0.3
-        ax.text(
+        _text(
+            ax,
             left + span / 2,
             top + 0.12,
             f"(b, h, t, d_h)\n= ({b}, {num_heads}, {t}, {d_h})",
-            ha="center",
             va="bottom",
-            fontsize=_FONT_PT,
         )
         starts.append(left)
         middle = top - t * cell / 2
@@ -1212,26 +1117,16 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             ((ends[1], starts[1]), "transpose\n(1, 2)", "transpose(1, 2)\n.contiguous()"),
         ):
             _arrow(ax, (x0 + 0.08, middle + 0.25), (x1 - 0.08, middle + 0.25))
-            ax.text(
-                (x0 + x1) / 2, middle + 0.33, split, ha="center", va="bottom", fontsize=_FONT_PT
-            )
+            _text(ax, (x0 + x1) / 2, middle + 0.33, split, va="bottom")
             _arrow(ax, (x1 - 0.08, middle - 0.25), (x0 + 0.08, middle - 0.25), colour="#555555")
-            ax.text(
-                (x0 + x1) / 2,
-                middle - 0.33,
-                merge,
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-                color="#555555",
-            )
-        ax.text(
+            _text(ax, (x0 + x1) / 2, middle - 0.33, merge, va="top", color="#555555")
+        _text(
+            ax,
             0.2,
             0.2,
             "one sequence of the batch: a row per token, a number per feature, a colour per "
             "head\n→ split the heads    ← merge them back",
-            fontsize=_FONT_PT,
-            va="center",
+            ha="left",
         )
     return fig
 
@@ -1272,13 +1167,13 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
 
     def matrix(left: float, top: float, cols_of: list[int], role: str) -> float:
         _head_cells(ax, left, top, d_in, len(cols_of), cell, cols_of)
-        ax.text(
+        _text(
+            ax,
             left + len(cols_of) * cell / 2,
             top + 0.03,
             f"${dict(roles)[role]}$",
-            ha="center",
             va="bottom",
-            fontsize=_LABEL_PT,
+            size=_LABEL_PT,
         )
         return len(cols_of) * cell
 
@@ -1287,53 +1182,51 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
             (split / 2, "MultiHeadAttentionWrapper:\nh heads, each with its own weights"),
             ((split + width) / 2, "MultiHeadAttention:\none wide matrix per role"),
         ):
-            ax.text(centre, height - 0.1, text, ha="center", va="top", fontsize=_FONT_PT)
+            _text(ax, centre, height - 0.1, text, va="top")
         ax.plot([split - 0.1] * 2, [0.1, height - 0.1], color="#bbbbbb", lw=1)
         top = height - 0.8
         for head in range(num_heads):
             y = top - head * head_height
-            ax.text(
+            _text(
+                ax,
                 0.05,
                 y - d_in * cell / 2,
                 f"head {head}",
-                va="center",
-                fontsize=_FONT_PT,
+                ha="left",
                 color=HEAD_COLOURS[head % 8],
             )
             left = 0.7
             for role, _ in roles:
                 left += matrix(left, y, [head] * d_h, role) + 0.25
             _arrow(ax, (left - 0.15, y - d_in * cell / 2), (left + 0.25, y - d_in * cell / 2))
-            ax.text(
+            _text(
+                ax,
                 left + 0.3,
                 y - d_in * cell / 2,
                 f"(b, t, {d_h})",
-                va="center",
-                fontsize=_FONT_PT,
+                ha="left",
                 color=HEAD_COLOURS[head % 8],
             )
-        ax.text(
+        _text(
+            ax,
             split / 2,
             0.1,
             f"each $W$: $(d_{{in}}, d_h) = ({d_in}, {d_h})$;\n"
             f"outputs concatenated: (b, t, {d_out})",
-            ha="center",
             va="bottom",
-            fontsize=_FONT_PT,
         )
         left = split + 0.2
         cols = [c // d_h for c in range(d_out)]
         for role, _ in roles:
             left += matrix(left, top, cols, role) + 0.25
-        ax.text(
+        _text(
+            ax,
             (split + width) / 2,
             top - d_in * cell - 0.2,
             f"each $W$: $(d_{{in}}, h \\cdot d_h) = ({d_in}, {d_out})$,\n"
             "the heads' matrices side by side:\none product per role for all heads,\n"
             f"then view and transpose: (b, {num_heads}, t, {d_h})",
-            ha="center",
             va="top",
-            fontsize=_FONT_PT,
         )
     return fig
 
@@ -1410,36 +1303,28 @@ def plot_attention_lines(
     label_room = min(0.1 + 0.075 * longest, panel_width * 0.3)
     height = grid_rows * panel_height + (0.35 if title else 0.05) + 0.3
     with _figure(width, height) as (fig, ax):
-        ax.text(
+        _text(
+            ax,
             0.05,
             0.15,
             "queries on the left, keys on the right; a line's opacity is its weight",
-            va="center",
-            fontsize=_FONT_PT,
+            ha="left",
             color="#444444",
         )
         if title:
-            ax.text(
-                width / 2,
-                height - 0.17,
-                title,
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT + 1,
-            )
+            _text(ax, width / 2, height - 0.17, title, size=_LABEL_PT + 1)
         for head in range(h):
             row, col = divmod(head, cols)
             x0 = col * panel_width + label_room + 0.05
             x1 = (col + 1) * panel_width - label_room - 0.05
             top = height - (0.35 if title else 0.05) - row * panel_height - 0.35
             colour = HEAD_COLOURS[head % 8]
-            ax.text(
+            _text(
+                ax,
                 (x0 + x1) / 2,
                 top + 0.18,
                 names[head],
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT,
+                size=_LABEL_PT,
                 color=colour,
                 fontweight="bold",
             )
@@ -1460,13 +1345,9 @@ def plot_attention_lines(
                 LineCollection(segments, colors=colours, linewidths=2.0, capstyle="round")
             )
             for i in range(t):
-                ax.text(
-                    x0 - 0.05, ys_q[i], rows_labels[i], ha="right", va="center", fontsize=_FONT_PT
-                )
+                _text(ax, x0 - 0.05, ys_q[i], rows_labels[i], ha="right")
             for j in range(s):
-                ax.text(
-                    x1 + 0.05, ys_k[j], cols_labels[j], ha="left", va="center", fontsize=_FONT_PT
-                )
+                _text(ax, x1 + 0.05, ys_k[j], cols_labels[j], ha="left")
     fig.axes[0].set_label("line view")
     return fig
 
@@ -1527,16 +1408,15 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
     height = 3.0
     values = [float(v) for v in storage.tolist()]
     with _figure(width, height) as (fig, ax):
-        ax.text(
+        _text(
+            ax,
             width / 2,
             height - 0.15,
             f"{name}: shape {tuple(x.shape)}, stride {tuple(stride)}",
-            ha="center",
-            va="center",
-            fontsize=_LABEL_PT,
+            size=_LABEL_PT,
         )
         top = height - 0.45
-        ax.text(0.2, top + 0.08, "storage", fontsize=_FONT_PT, va="bottom")
+        _text(ax, 0.2, top + 0.08, "storage", ha="left", va="bottom")
         for k in range(n):
             ax.add_patch(
                 Rectangle(
@@ -1547,29 +1427,23 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
                     edgecolor="black",
                 )
             )
-            ax.text(
-                0.2 + (k + 0.5) * cell,
-                top - cell * 0.4,
-                f"{values[k]:g}",
-                ha="center",
-                va="center",
-                fontsize=_CELL_PT,
-            )
-            ax.text(
+            _text(ax, 0.2 + (k + 0.5) * cell, top - cell * 0.4, f"{values[k]:g}", size=_CELL_PT)
+            _text(
+                ax,
                 0.2 + (k + 0.5) * cell,
                 top - cell - 0.04,
                 f"[{k}]",
-                ha="center",
                 va="top",
-                fontsize=_CELL_PT,
+                size=_CELL_PT,
                 color="#555555",
             )
         low = 1.25
-        ax.text(
+        _text(
+            ax,
             0.2,
             low + 0.08,
             f"{name} read row by row, as view(-1) must read it",
-            fontsize=_FONT_PT,
+            ha="left",
             va="bottom",
         )
         for r, k in enumerate(order):
@@ -1582,14 +1456,7 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
                     edgecolor="black",
                 )
             )
-            ax.text(
-                0.2 + (r + 0.5) * cell,
-                low - cell / 2,
-                f"{values[k]:g}",
-                ha="center",
-                va="center",
-                fontsize=_CELL_PT,
-            )
+            _text(ax, 0.2 + (r + 0.5) * cell, low - cell / 2, f"{values[k]:g}", size=_CELL_PT)
             ax.plot(
                 [0.2 + (k + 0.5) * cell, 0.2 + (r + 0.5) * cell],
                 [top - cell - 0.22, low + 0.32],
@@ -1600,13 +1467,13 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
         expected = jumps[0] if jumps else 1
         for r, jump in enumerate(jumps):
             odd = jump != expected
-            ax.text(
+            _text(
+                ax,
                 0.2 + (r + 1) * cell,
                 low - cell - 0.12,
                 f"{jump:+d}",
-                ha="center",
                 va="top",
-                fontsize=_CELL_PT,
+                size=_CELL_PT,
                 color=ROLE_COLOURS["mask"] if odd else "black",
                 fontweight="bold" if odd else "normal",
             )
@@ -1616,15 +1483,7 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
             else f"jumps of {', '.join(f'{j:+d}' for j in sorted(set(jumps)))}: no single "
             "stride reads this order, so view(-1) fails"
         )
-        ax.text(
-            width / 2,
-            0.18,
-            verdict,
-            ha="center",
-            va="center",
-            fontsize=_FONT_PT,
-            color="black" if flat else ROLE_COLOURS["mask"],
-        )
+        _text(ax, width / 2, 0.18, verdict, color="black" if flat else ROLE_COLOURS["mask"])
     return fig
 
 
@@ -1707,28 +1566,20 @@ def draw_positions_added(
     with _figure(width, height) as (fig, ax):
         top = height - 0.45
         for i, label in enumerate(labels):
-            ax.text(
-                label_room - 0.05,
-                top - (i + 0.5) * cell,
-                f"{i}: {label}",
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, label_room - 0.05, top - (i + 0.5) * cell, f"{i}: {label}", ha="right")
         left = label_room
         for k, (matrix, name) in enumerate(
             ((e, "token vectors"), (pos, r"positions $P_p$"), (total, "sum: the input"))
         ):
             w = signed(left, top, matrix)
-            ax.text(left + w / 2, top + 0.1, name, ha="center", va="bottom", fontsize=_FONT_PT)
+            _text(ax, left + w / 2, top + 0.1, name, va="bottom")
             if k < 2:
-                ax.text(
+                _text(
+                    ax,
                     left + w + 0.32,
                     top - t * cell / 2,
                     "+" if k == 0 else "=",
-                    ha="center",
-                    va="center",
-                    fontsize=_LABEL_PT + 4,
+                    size=_LABEL_PT + 4,
                 )
             left += w + 0.65
         _legend(
@@ -1848,46 +1699,37 @@ def draw_induction_circuit(
                     zorder=3,
                 )
             )
-            ax.text(xs[i], base, token, ha="center", va="center", fontsize=_FONT_PT, zorder=4)
+            _text(ax, xs[i], base, token, zorder=4)
             if i % 2 == 0 or t <= 16:
-                ax.text(
-                    xs[i],
-                    base - box / 2 - 0.02,
-                    str(i),
-                    ha="center",
-                    va="top",
-                    fontsize=_FONT_PT,
-                    color="#777777",
-                    zorder=4,
-                )
+                _text(ax, xs[i], base - box / 2 - 0.02, str(i), va="top", color="#777777", zorder=4)
         target = int(ind[query].argmax())
-        ax.text(
+        _text(
+            ax,
             0.1,
             height - 0.25,
             f'second layer, induction head: query {query} ("{sequence[query]}") attends most to '
             f'key {target} ("{sequence[target]}"),\nwhich followed the earlier '
             f'"{sequence[query]}" at position {source}',
-            fontsize=_FONT_PT,
-            va="center",
+            ha="left",
             color=HEAD_COLOURS[1],
         )
-        ax.text(
+        _text(
+            ax,
             0.1,
             height - 0.62,
             f'→ the model can predict "{sequence[target]}" at position {query + 1}',
-            fontsize=_FONT_PT,
-            va="center",
+            ha="left",
             color=HEAD_COLOURS[1],
             fontweight="bold",
         )
-        ax.text(
+        _text(
+            ax,
             0.1,
             0.4,
             "first layer, previous-token head: the strongest key of each position up to the "
             "query,\nso that "
             f'position {source + 1} carries "{sequence[source]}", the token before it',
-            fontsize=_FONT_PT,
-            va="center",
+            ha="left",
             color=HEAD_COLOURS[0],
         )
     return fig
@@ -1939,14 +1781,7 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
         top = height - 0.55
         for step in range(passes):
             y = top - (step + 1) * cell
-            ax.text(
-                1.0,
-                y + cell / 2,
-                "prompt" if step == 0 else f"step {step}",
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, 1.0, y + cell / 2, "prompt" if step == 0 else f"step {step}", ha="right")
         computed = []
         for k, cached in enumerate((False, True)):
             left = 1.1 + k * (panel + 0.4)
@@ -1976,29 +1811,27 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
                         )
                     )
             computed.append(count)
-            ax.text(
+            _text(
+                ax,
                 left + panel / 2,
                 top + 0.1,
                 "with a KV cache" if cached else "without a cache",
-                ha="center",
                 va="bottom",
-                fontsize=_LABEL_PT,
+                size=_LABEL_PT,
             )
-            ax.text(
+            _text(
+                ax,
                 left + panel / 2,
                 top - passes * cell - 0.1,
                 f"keys and values computed: {count}",
-                ha="center",
                 va="top",
-                fontsize=_FONT_PT,
             )
-            ax.text(
+            _text(
+                ax,
                 left + panel / 2,
                 top - passes * cell - 0.33,
                 "position →",
-                ha="center",
                 va="top",
-                fontsize=_FONT_PT,
                 color="#555555",
             )
         _legend(
@@ -2100,34 +1933,11 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                     )
                 )
         for i in range(0, t, block):
-            ax.text(
-                left - 0.06,
-                top - i * cell - cell / 2,
-                str(i),
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, left - 0.06, top - i * cell - cell / 2, str(i), ha="right")
         for j in range(0, s, block):
-            ax.text(
-                left + (j + 0.5) * cell,
-                top + 0.05,
-                str(j),
-                ha="center",
-                va="bottom",
-                fontsize=_FONT_PT,
-            )
-        ax.text(
-            left + s * cell / 2, top + 0.3, "key →", ha="center", va="bottom", fontsize=_FONT_PT
-        )
-        ax.text(
-            left - 0.06,
-            top + 0.3,
-            "query ↓",
-            ha="right",
-            va="bottom",
-            fontsize=_FONT_PT,
-        )
+            _text(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
+        _text(ax, left + s * cell / 2, top + 0.3, "key →", va="bottom")
+        _text(ax, left - 0.06, top + 0.3, "query ↓", ha="right", va="bottom")
         legend_x = left + s * cell + 0.2
         for k, (kind, face, edge, hatch, style) in enumerate(
             (
@@ -2149,15 +1959,9 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                     lw=1.5,
                 )
             )
-            ax.text(
-                legend_x + 0.4, y + 0.03, f"{kind}: {counts[kind]}", va="center", fontsize=_FONT_PT
-            )
-        ax.text(
-            left,
-            0.2,
-            f"t = {t} queries, s = {s} keys, tiles of {block} × {block}",
-            fontsize=_FONT_PT,
-            va="center",
+            _text(ax, legend_x + 0.4, y + 0.03, f"{kind}: {counts[kind]}", ha="left")
+        _text(
+            ax, left, 0.2, f"t = {t} queries, s = {s} keys, tiles of {block} × {block}", ha="left"
         )
     fig.axes[0].set_label(" ".join(f"{kind}={n}" for kind, n in counts.items()))
     return fig
@@ -2210,13 +2014,7 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
             g = h // h_kv
             top = height - 0.1 - r * row_height
             name = "multi-head" if h_kv == h else "multi-query" if h_kv == 1 else "grouped-query"
-            ax.text(
-                0.1,
-                top - 0.12,
-                f"{name}: $h_{{kv}} = {h_kv}$, $g = {g}$",
-                fontsize=_FONT_PT,
-                va="center",
-            )
+            _text(ax, 0.1, top - 0.12, f"{name}: $h_{{kv}} = {h_kv}$, $g = {g}$", ha="left")
             q_y, kv_y = top - 0.5, top - 1.15
             xs = [0.8 + (i + 0.5) * spacing for i in range(h)]
             kv_xs = [sum(xs[j * g : (j + 1) * g]) / g for j in range(h_kv)]
@@ -2235,15 +2033,7 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
                     )
                 )
                 if box >= 0.3:
-                    ax.text(
-                        xs[i],
-                        q_y,
-                        f"q{i}",
-                        ha="center",
-                        va="center",
-                        fontsize=_FONT_PT,
-                        color="white",
-                    )
+                    _text(ax, xs[i], q_y, f"q{i}", color="white")
             for j in range(h_kv):
                 x = kv_xs[j]
                 ax.add_patch(
@@ -2266,16 +2056,8 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
                         lw=2,
                     )
                 )
-                ax.text(x - half / 2, kv_y, "k", ha="center", va="center", fontsize=_FONT_PT)
-                ax.text(
-                    x + half / 2,
-                    kv_y,
-                    "v",
-                    ha="center",
-                    va="center",
-                    fontsize=_FONT_PT,
-                    color="white",
-                )
-            ax.text(0.7, q_y, "Q heads", ha="right", va="center", fontsize=_FONT_PT)
-            ax.text(0.7, kv_y, "K/V heads", ha="right", va="center", fontsize=_FONT_PT)
+                _text(ax, x - half / 2, kv_y, "k")
+                _text(ax, x + half / 2, kv_y, "v", color="white")
+            _text(ax, 0.7, q_y, "Q heads", ha="right")
+            _text(ax, 0.7, kv_y, "K/V heads", ha="right")
     return fig
