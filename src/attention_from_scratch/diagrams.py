@@ -110,6 +110,27 @@ def _ink(face: tuple[float, float, float]) -> str:
     return "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
 
 
+def _cell(ax: Axes, left: float, top: float, i: int, j: int, cell: float, **style: Any) -> None:
+    """Square (i, j) of a grid of ``cell``-inch squares whose top-left corner is (left, top)."""
+    ax.add_patch(Rectangle((left + j * cell, top - (i + 1) * cell), cell, cell, **style))
+
+
+def _cell_text(
+    ax: Axes, left: float, top: float, i: int, j: int, cell: float, text: str, **style: Any
+) -> None:
+    """``text`` in the centre of the square that :func:`_cell` draws."""
+    _text(ax, left + (j + 0.5) * cell, top - (i + 0.5) * cell, text, **style)
+
+
+def _frame(
+    ax: Axes, left: float, top: float, rows: int, cols: int, cell: float, **style: Any
+) -> None:
+    """The outline of ``rows`` by ``cols`` squares of the grid of :func:`_cell`."""
+    ax.add_patch(
+        Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, **style)
+    )
+
+
 def _block(
     ax: Axes,
     left: float,
@@ -120,7 +141,6 @@ def _block(
     *,
     numbers: bool = False,
     scale: float | None = None,
-    edge: str = "white",
 ) -> tuple[float, float]:
     """Draw a matrix as cells whose shade grows with ``|value|``; return (width, height)."""
     rows, cols = values.shape
@@ -128,27 +148,13 @@ def _block(
     for i in range(rows):
         for j in range(cols):
             value = float(values[i, j])
-            strength = 0.12 + 0.78 * min(abs(value) / scale, 1.0)
-            ax.add_patch(
-                Rectangle(
-                    (left + j * cell, top - (i + 1) * cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(colour, strength),
-                    edgecolor=edge,
-                    lw=0.8,
-                )
-            )
+            face = _tint(colour, 0.12 + 0.78 * min(abs(value) / scale, 1.0))
+            _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.8)
             if numbers:
-                _text(
-                    ax,
-                    left + (j + 0.5) * cell,
-                    top - (i + 0.5) * cell,
-                    f"{value:.2f}",
-                    size=_CELL_PT,
-                    color=_ink(_tint(colour, strength)),
+                _cell_text(
+                    ax, left, top, i, j, cell, f"{value:.2f}", size=_CELL_PT, color=_ink(face)
                 )
-    ax.add_patch(Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, lw=1.2))
+    _frame(ax, left, top, rows, cols, cell, lw=1.2)
     return cols * cell, rows * cell
 
 
@@ -229,6 +235,22 @@ def _check_tokens_axis(name: str, x: torch.Tensor, size: int, up_to: int) -> Non
         )
 
 
+def _check_features(name: str, x: torch.Tensor, up_to: int, dim: str) -> None:
+    """At most 10 tokens (rows) and ``up_to`` features (columns ``dim``) in a (t, d) ``x``."""
+    t, d = x.shape
+    _check_tokens_axis(name, x, t, _TOKENS_UP_TO)
+    if d > up_to:
+        raise ValueError(
+            f"{name}: expected at most {up_to} features to draw legibly, got {dim}={d}; "
+            f"slice it, e.g. {name}[:, :{up_to}]"
+        )
+
+
+def _floats(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as float32 on the CPU, cut from autograd: what the figures compute with."""
+    return x.detach().to("cpu", torch.float32)
+
+
 def _check_weights(
     name: str, weights: object, ranks: Sequence[int], shapes: Sequence[str]
 ) -> torch.Tensor:
@@ -236,7 +258,7 @@ def _check_weights(
     weights = check_tensor(name, weights, ranks=ranks, shape_names=shapes)
     if weights.shape[-1] == 0 or weights.numel() == 0:
         raise ValueError(f"{name}: expected at least one key, got shape {tuple(weights.shape)}")
-    weights = weights.detach().to("cpu", torch.float32)
+    weights = _floats(weights)
     if not torch.isfinite(weights).all() or weights.min() < 0 or weights.max() > 1 + 1e-6:
         raise ValueError(
             f"{name}: expected attention weights, finite and between 0 and 1, got values from "
@@ -344,7 +366,7 @@ def _check_cell_numbers(name: str, x: object, shape: str) -> torch.Tensor:
             f"{name}: expected 1 to 4 features per token to write them in the cells, got "
             f"{d} (shape {tuple(x.shape)})"
         )
-    return x.detach().to("cpu", torch.float32)
+    return _floats(x)
 
 
 def _draw_query_path(
@@ -500,16 +522,11 @@ def draw_attention_matrices(
     Used in chapter 1.
     """
     inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
+    _check_features("inputs", inputs, 8, "d_in")
     t, d_in = inputs.shape
-    _check_tokens_axis("inputs", inputs, t, _TOKENS_UP_TO)
-    if d_in > 8:
-        raise ValueError(
-            f"inputs: expected at most 8 features to draw legibly, got d_in={d_in}; "
-            f"slice it, e.g. inputs[:, :8]"
-        )
     labels = _check_tokens("tokens", tokens, t)
     query = _check_index("query", query, t)
-    x = inputs.detach().to("cpu", torch.float32)
+    x = _floats(inputs)
     scores = x @ x.T  # (t, d_in) @ (d_in, t) -> (t, t)
     weights = torch.softmax(scores, dim=-1)  # (t, t)
     context = weights @ x  # (t, t) @ (t, d_in) -> (t, d_in)
@@ -520,7 +537,7 @@ def draw_attention_matrices(
     height = t * cell + 0.95
     width = label_room + (2 * d_in + 2 * t) * cell + 3 * arrow_room + 0.1
     blocks = (
-        (x, ROLE_COLOURS["input"], "$X$", "x X^T"),
+        (x, ROLE_COLOURS["input"], "$X$", "$X X^{\\top}$"),
         (scores, ROLE_COLOURS["key"], r"scores $\omega$", "softmax\nper row"),
         (weights, ROLE_COLOURS["value"], r"weights $\alpha$", "@ X"),
         (context, ROLE_COLOURS["output"], "$Z$", None),
@@ -528,39 +545,21 @@ def draw_attention_matrices(
     with _figure(width, height) as (fig, ax):
         top = height - 0.45
         for i, label in enumerate(labels):
-            _text(
-                ax,
-                label_room - 0.05,
-                top - (i + 0.5) * cell,
-                label,
-                ha="right",
-                color=ROLE_COLOURS["query"] if i == query else "black",
-            )
+            colour = ROLE_COLOURS["query"] if i == query else "black"
+            _text(ax, label_room - 0.05, top - (i + 0.5) * cell, label, ha="right", color=colour)
         left = label_room
         for matrix, colour, name, step in blocks:
             w, h = _block(ax, left, top, matrix, cell, colour)
+            row = (left, top - (query + 1) * cell)  # the query's row, framed
             ax.add_patch(
-                Rectangle(
-                    (left, top - (query + 1) * cell),
-                    w,
-                    cell,
-                    fill=False,
-                    lw=2.2,
-                    edgecolor=ROLE_COLOURS["query"],
-                )
+                Rectangle(row, w, cell, fill=False, lw=2.2, edgecolor=ROLE_COLOURS["query"])
             )
             _text(ax, left + w / 2, top + 0.08, name, va="bottom", size=_LABEL_PT)
             _text(ax, left + w / 2, top - h - 0.08, str(tuple(matrix.shape)), va="top")
             left += w
             if step is not None:
                 _arrow(ax, (left + 0.08, top - h / 2), (left + arrow_room - 0.08, top - h / 2))
-                _text(
-                    ax,
-                    left + arrow_room / 2,
-                    top - h / 2 + 0.08,
-                    step.replace("x X^T", "$X X^{\\top}$"),
-                    va="bottom",
-                )
+                _text(ax, left + arrow_room / 2, top - h / 2 + 0.08, step, va="bottom")
                 left += arrow_room
     return fig
 
@@ -753,19 +752,10 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
             _text(ax, left - 0.06, top - (i + 0.5) * cell, labels[i], ha="right")
             for j in range(t):
                 forbidden = bool(hidden[i, j])
-                ax.add_patch(
-                    Rectangle(
-                        (left + j * cell, top - (i + 1) * cell),
-                        cell,
-                        cell,
-                        facecolor=ROLE_COLOURS["mask"]
-                        if forbidden
-                        else _tint(ROLE_COLOURS["key"], 0.35),
-                        edgecolor="white",
-                    )
-                )
+                face = ROLE_COLOURS["mask"] if forbidden else _tint(ROLE_COLOURS["key"], 0.35)
+                _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white")
                 if forbidden:
-                    _text(ax, left + (j + 0.5) * cell, top - (i + 0.5) * cell, "×", color="white")
+                    _cell_text(ax, left, top, i, j, cell, "×", color="white")
         for j in range(t):
             _text(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
         _text(ax, left + t * cell / 2, top + 0.27, "key j (sender)", va="baseline")
@@ -782,42 +772,30 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
         xs = [graph_left + i * spacing for i in range(t)]
         for i in range(t):
             for j in range(t):
-                if i == j:
-                    if not hidden[i, j]:
-                        _arrow(
-                            ax,
-                            (xs[i] - 0.07, base + 0.14),
-                            (xs[i] + 0.07, base + 0.14),
-                            colour=ROLE_COLOURS["key"],
-                            rad=-2.4,
-                            lw=1.2,
-                        )
-                    continue
                 allowed = not bool(hidden[i, j])
+                if i == j:  # a loop above the node
+                    if allowed:
+                        start, end = (xs[i] - 0.07, base + 0.14), (xs[i] + 0.07, base + 0.14)
+                        _arrow(ax, start, end, colour=ROLE_COLOURS["key"], rad=-2.4, lw=1.2)
+                    continue
+                y = base + (0.14 if allowed else -0.42)
                 _arrow(
                     ax,
-                    (xs[j], base + (0.14 if allowed else -0.42)),
-                    (xs[i], base + (0.14 if allowed else -0.42)),
+                    (xs[j], y),
+                    (xs[i], y),
                     colour=ROLE_COLOURS["key"] if allowed else ROLE_COLOURS["mask"],
                     rad=-0.4,
                     lw=1.3 if allowed else 0.9,
                     alpha=0.9 if allowed else 0.55,
                     linestyle="-" if allowed else (0, (3, 2)),
                 )
+        tilt = 30 if spacing < 0.6 else 0
         for i in range(t):
             ax.add_patch(
                 plt.Circle((xs[i], base), 0.13, facecolor="white", edgecolor="black", zorder=3)
             )
             _text(ax, xs[i], base, str(i), zorder=4)
-            _text(
-                ax,
-                xs[i],
-                base - 0.2,
-                labels[i],
-                va="top",
-                rotation=30 if spacing < 0.6 else 0,
-                zorder=4,
-            )
+            _text(ax, xs[i], base - 0.2, labels[i], va="top", rotation=tilt, zorder=4)
         mid = (xs[0] + xs[-1]) / 2
         _text(
             ax,
@@ -987,37 +965,21 @@ def _head_cells(
     left: float,
     top: float,
     rows: int,
-    cols: int,
     cell: float,
     heads_of: list[int],
     features: Sequence[int] | None = None,
 ) -> None:
-    """A (rows, cols) grid whose column c is coloured by head heads_of[c].
+    """A grid of ``rows`` rows whose column c is coloured by head heads_of[c].
 
     With ``features``, each cell of column c is numbered features[c], the feature it holds.
     """
     for i in range(rows):
         for j, head in enumerate(heads_of):
             if features is not None:
-                _text(
-                    ax,
-                    left + (j + 0.5) * cell,
-                    top - (i + 0.5) * cell,
-                    str(features[j]),
-                    size=_CELL_PT,
-                    zorder=3,
-                )
-            ax.add_patch(
-                Rectangle(
-                    (left + j * cell, top - (i + 1) * cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(HEAD_COLOURS[head % 8], 0.55),
-                    edgecolor="white",
-                    lw=0.8,
-                )
-            )
-    ax.add_patch(Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, lw=1.0))
+                _cell_text(ax, left, top, i, j, cell, str(features[j]), size=_CELL_PT)
+            face = _tint(HEAD_COLOURS[head % 8], 0.55)
+            _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.8)
+    _frame(ax, left, top, rows, len(heads_of), cell, lw=1.0)
 
 
 def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
@@ -1062,7 +1024,7 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
         top = height - 0.75
         # 1. (t, d_out)
         left = 0.2
-        _head_cells(ax, left, top, t, d_out, cell, heads_of, range(d_out) if numbered else None)
+        _head_cells(ax, left, top, t, cell, heads_of, range(d_out) if numbered else None)
         _text(
             ax,
             left + d_out * cell / 2,
@@ -1076,7 +1038,7 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
         for head in range(num_heads):
             features = range(head * d_h, (head + 1) * d_h) if numbered else None
             x0 = left + head * (d_h * cell + gap)
-            _head_cells(ax, x0, top, t, d_h, cell, [head] * d_h, features)
+            _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
         span = num_heads * d_h * cell + (num_heads - 1) * gap
         _text(
             ax,
@@ -1092,7 +1054,7 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
         for head in range(num_heads):
             x0 = left + head * (d_h * cell + 0.3)
             features = range(head * d_h, (head + 1) * d_h) if numbered else None
-            _head_cells(ax, x0, top, t, d_h, cell, [head] * d_h, features)
+            _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
             _text(
                 ax,
                 x0 + d_h * cell / 2,
@@ -1166,7 +1128,7 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
     split = 3.45
 
     def matrix(left: float, top: float, cols_of: list[int], role: str) -> float:
-        _head_cells(ax, left, top, d_in, len(cols_of), cell, cols_of)
+        _head_cells(ax, left, top, d_in, cell, cols_of)
         _text(
             ax,
             left + len(cols_of) * cell / 2,
@@ -1527,16 +1489,10 @@ def draw_positions_added(
             f"positions: expected the shape of token_vectors {tuple(token_vectors.shape)}, "
             f"got {tuple(positions.shape)}"
         )
+    _check_features("token_vectors", token_vectors, 12, "d")
     t, d = token_vectors.shape
-    _check_tokens_axis("token_vectors", token_vectors, t, _TOKENS_UP_TO)
-    if d > 12:
-        raise ValueError(
-            f"token_vectors: expected at most 12 features to draw legibly, got d={d}; "
-            f"slice it, e.g. token_vectors[:, :12]"
-        )
     labels = _check_tokens("tokens", tokens, t)
-    e = token_vectors.detach().to("cpu", torch.float32)
-    pos = positions.detach().to("cpu", torch.float32)
+    e, pos = _floats(token_vectors), _floats(positions)
     total = e + pos  # (t, d)
     scale = float(torch.stack((e, pos, total)).abs().max()) or 1.0
     longest = max(len(f"{i}: {label}") for i, label in enumerate(labels))
@@ -1550,17 +1506,9 @@ def draw_positions_added(
             for j in range(d):
                 value = float(matrix[i, j])
                 colour = ROLE_COLOURS["query"] if value >= 0 else ROLE_COLOURS["key"]
-                ax.add_patch(
-                    Rectangle(
-                        (left + j * cell, top - (i + 1) * cell),
-                        cell,
-                        cell,
-                        facecolor=_tint(colour, 0.08 + 0.92 * abs(value) / scale),
-                        edgecolor="white",
-                        lw=0.5,
-                    )
-                )
-        ax.add_patch(Rectangle((left, top - t * cell), d * cell, t * cell, fill=False))
+                face = _tint(colour, 0.08 + 0.92 * abs(value) / scale)
+                _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.5)
+        _frame(ax, left, top, t, d, cell)
         return d * cell
 
     with _figure(width, height) as (fig, ax):
@@ -1568,19 +1516,16 @@ def draw_positions_added(
         for i, label in enumerate(labels):
             _text(ax, label_room - 0.05, top - (i + 0.5) * cell, f"{i}: {label}", ha="right")
         left = label_room
-        for k, (matrix, name) in enumerate(
-            ((e, "token vectors"), (pos, r"positions $P_p$"), (total, "sum: the input"))
-        ):
+        parts = (
+            (e, "token vectors", "+"),
+            (pos, r"positions $P_p$", "="),
+            (total, "sum: the input", ""),
+        )
+        for matrix, name, sign in parts:
             w = signed(left, top, matrix)
             _text(ax, left + w / 2, top + 0.1, name, va="bottom")
-            if k < 2:
-                _text(
-                    ax,
-                    left + w + 0.32,
-                    top - t * cell / 2,
-                    "+" if k == 0 else "=",
-                    size=_LABEL_PT + 4,
-                )
+            if sign:
+                _text(ax, left + w + 0.32, top - t * cell / 2, sign, size=_LABEL_PT + 4)
             left += w + 0.65
         _legend(
             ax,
