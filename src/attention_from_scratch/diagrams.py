@@ -395,16 +395,30 @@ def _draw_query_path(
     bar_width = 0.95
     out_left = bar_left + bar_width + 0.7
     width = out_left + d_v * cell + 0.1
+
+    def numbered_row(left: float, y: float, matrix: torch.Tensor, j: int, role: str) -> None:
+        """Row j of ``matrix`` with its numbers, shaded on the scale of the whole matrix."""
+        scale = float(matrix.abs().max())
+        _block(
+            ax,
+            left,
+            y,
+            matrix[j : j + 1],
+            cell * 0.98,
+            ROLE_COLOURS[role],
+            numbers=True,
+            scale=scale,
+        )
+
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
+        numbers = ", ".join(f"{v:.2f}" for v in q.tolist())
+        headline = f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = [{numbers}]'
         _text(
             ax,
             0.05,
             height - 0.18,
-            f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = '
-            + "["
-            + ", ".join(f"{v:.2f}" for v in q.tolist())
-            + "]",
+            headline,
             ha="left",
             size=_LABEL_PT,
             color=ROLE_COLOURS["query"],
@@ -425,26 +439,10 @@ def _draw_query_path(
             _text(ax, centre, top + 0.32, text, size=_LABEL_PT)
         for j in range(t):
             y = top - j * row
-            _text(
-                ax,
-                k_left - 0.08,
-                y - row / 2,
-                labels[j],
-                ha="right",
-                size=_LABEL_PT,
-                fontweight="bold" if j == query else "normal",
-                color=ROLE_COLOURS["query"] if j == query else "black",
-            )
-            _block(
-                ax,
-                k_left,
-                y - 0.02,
-                keys[j : j + 1],
-                cell * 0.98,
-                ROLE_COLOURS["key"],
-                numbers=True,
-                scale=float(keys.abs().max()),
-            )
+            mark = {"fontweight": "bold", "color": ROLE_COLOURS["query"]} if j == query else {}
+            style = {"fontweight": "normal", "color": "black", **mark}
+            _text(ax, k_left - 0.08, y - row / 2, labels[j], ha="right", size=_LABEL_PT, **style)
+            numbered_row(k_left, y - 0.02, keys, j, "key")
             _text(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=_CELL_PT)
             _arrow(ax, (score_x + 0.28, y - row / 2), (bar_left - 0.02, y - row / 2), lw=0.8)
             share = float(weights[j])
@@ -458,37 +456,12 @@ def _draw_query_path(
             )
             _text(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=_CELL_PT)
             _text(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
-            _block(
-                ax,
-                out_left,
-                y - 0.02,
-                weighted[j : j + 1],
-                cell * 0.98,
-                ROLE_COLOURS["value"],
-                numbers=True,
-                scale=float(weighted.abs().max()),
-            )
+            numbered_row(out_left, y - 0.02, weighted, j, "value")
         y = top - t * row - 0.12
         ax.plot([out_left, out_left + d_v * cell], [y + 0.06] * 2, color="black", lw=1)
-        _text(
-            ax,
-            out_left - 0.1,
-            y - row / 2,
-            rf"sum: $z^{{({query})}}$",
-            ha="right",
-            size=_LABEL_PT,
-            color="black",
-        )
-        _block(
-            ax,
-            out_left,
-            y,
-            context[None],
-            cell * 0.98,
-            ROLE_COLOURS["output"],
-            numbers=True,
-            scale=float(context.abs().max()),
-        )
+        total = rf"sum: $z^{{({query})}}$"
+        _text(ax, out_left - 0.1, y - row / 2, total, ha="right", size=_LABEL_PT, color="black")
+        numbered_row(out_left, y, context[None], 0, "output")
         _text(
             ax, bar_left - 0.8, y - row / 2, f"weights sum to {float(weights.sum()):.3f}", ha="left"
         )
@@ -604,11 +577,7 @@ def draw_projections(
     _check_tokens_axis("inputs", inputs, t, _TOKENS_UP_TO)
     weights = {}
     for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
-        weights[name] = (
-            check_tensor(name, w, ranks=(2,), shape_names=("(d_in, d_out)",))
-            .detach()
-            .to("cpu", torch.float32)
-        )
+        weights[name] = _floats(check_tensor(name, w, ranks=(2,), shape_names=("(d_in, d_out)",)))
         if weights[name].shape[0] != d_in:
             raise ValueError(
                 f"{name}: expected shape (d_in, d_out) with d_in={d_in} like inputs, got shape "
@@ -626,7 +595,7 @@ def draw_projections(
                 f"{name}: expected at most 8 columns to draw legibly, got {size}; draw a "
                 f"small example"
             )
-    x = inputs.detach().to("cpu", torch.float32)
+    x = _floats(inputs)
     products = {
         "query": x @ weights["w_query"],  # (t, d_in) @ (d_in, d_out) -> (t, d_out)
         "key": x @ weights["w_key"],  # (t, d_in) @ (d_in, d_out) -> (t, d_out)
@@ -645,9 +614,14 @@ def draw_projections(
     height = top_height + bottom_height + 0.2
     letters = {"query": ("Q", "W_q"), "key": ("K", "W_k"), "value": ("V", "W_v")}
 
-    def shape_label(left: float, w: float, bottom: float, name: str, shape: tuple) -> None:
-        _text(ax, left + w / 2, bottom - 0.08, f"${name}$", va="top", size=_LABEL_PT + 1)
-        _text(ax, left + w / 2, bottom - 0.33, str(tuple(shape)), va="top")
+    def labelled(
+        left: float, top: float, matrix: torch.Tensor, c: float, colour: str, name: str
+    ) -> float:
+        """A block with its name and shape below it; returns its width."""
+        w, h = _block(ax, left, top, matrix, c, colour)
+        _text(ax, left + w / 2, top - h - 0.08, f"${name}$", va="top", size=_LABEL_PT + 1)
+        _text(ax, left + w / 2, top - h - 0.33, str(tuple(matrix.shape)), va="top")
+        return w
 
     with _figure(width, height) as (fig, ax):
         top = height - 0.35
@@ -655,42 +629,33 @@ def draw_projections(
             ax, 0.05, height - 0.15, "1. project: one product per role", ha="left", size=_LABEL_PT
         )
         left = 0.1
-        w, h = _block(ax, left, top, x, cell, ROLE_COLOURS["input"])
-        shape_label(left, w, top - h, "X", x.shape)
-        left += w + 0.35
+        left += labelled(left, top, x, cell, ROLE_COLOURS["input"], "X") + 0.35
         for role, (letter, w_name) in letters.items():
             matrix = weights[f"w_{role}"]
             _text(ax, left - 0.02, top - t * cell / 2, "X @", ha="left", size=_LABEL_PT)
             left += 0.42
-            w, h = _block(ax, left, top, matrix, cell, ROLE_COLOURS[role])
-            shape_label(left, w, top - h, w_name, matrix.shape)
+            w = labelled(left, top, matrix, cell, ROLE_COLOURS[role], w_name)
             _text(ax, left + w + 0.12, top - t * cell / 2, "=", size=_LABEL_PT)
             left += w + 0.25
-            w, h = _block(ax, left, top, products[role], cell, ROLE_COLOURS[role])
-            shape_label(left, w, top - h, letter, products[role].shape)
-            left += w + 0.35
+            left += labelled(left, top, products[role], cell, ROLE_COLOURS[role], letter) + 0.35
         top = bottom_height - 0.35
         _text(
             ax,
             0.05,
             bottom_height - 0.1,
-            rf"2. score: $Q K^\top / \sqrt{{d_k}}$, "
-            rf"$d_k = {d_k}$",
+            rf"2. score: $Q K^\top / \sqrt{{d_k}}$, $d_k = {d_k}$",
             ha="left",
             size=_LABEL_PT,
         )
         left = 0.3
         c = bottom_cell
-        w, h = _block(ax, left, top, products["query"], c, ROLE_COLOURS["query"])
-        shape_label(left, w, top - h, "Q", products["query"].shape)
+        w = labelled(left, top, products["query"], c, ROLE_COLOURS["query"], "Q")
         _text(ax, left + w + 0.15, top - t * c / 2, "@", size=_LABEL_PT)
         left += w + 0.3
-        w, h = _block(ax, left, top, products["key"].T, c, ROLE_COLOURS["key"])
-        shape_label(left, w, top - h, r"K^\top", products["key"].T.shape)
+        w = labelled(left, top, products["key"].T, c, ROLE_COLOURS["key"], r"K^\top")
         _text(ax, left + w + 0.45, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=_LABEL_PT)
         left += w + 0.9
-        w, h = _block(ax, left, top, scaled, c, "#000000")
-        shape_label(left, w, top - h, r"\omega / \sqrt{d_k}", scaled.shape)
+        w = labelled(left, top, scaled, c, "#000000", r"\omega / \sqrt{d_k}")
         _text(ax, left + w + 0.1, top - c / 2, "row i: query i", ha="left")
         _text(ax, left + w + 0.1, top - 1.5 * c - 0.05, "column j: key j", ha="left")
     return fig
