@@ -814,8 +814,7 @@ def draw_dropout(
     Used in chapter 3.
     """
     weights = _check_weights("weights", weights, (1,), ("(s,)",))
-    dropped = check_tensor("dropped", dropped, ranks=(1,), shape_names=("(s,)",))
-    dropped = dropped.detach().to("cpu", torch.float32)
+    dropped = _floats(check_tensor("dropped", dropped, ranks=(1,), shape_names=("(s,)",)))
     if dropped.shape != weights.shape:
         raise ValueError(
             f"dropped: expected the shape of weights {tuple(weights.shape)}, got "
@@ -852,61 +851,46 @@ def draw_dropout(
                 centre = left + (j + 0.5) * spacing
                 value = float(row[j])
                 zero = row is dropped and not bool(kept[j])
+                bar = max(bar_height * value / top_scale, 0.02)
+                face = _tint(ROLE_COLOURS["value"], 0.55)
                 ax.add_patch(
-                    Rectangle(
-                        (centre - spacing * 0.3, base),
-                        spacing * 0.6,
-                        max(bar_height * value / top_scale, 0.02),
-                        facecolor=_tint(ROLE_COLOURS["value"], 0.55),
-                    )
+                    Rectangle((centre - spacing * 0.3, base), spacing * 0.6, bar, facecolor=face)
                 )
-                _text(
-                    ax,
-                    centre,
-                    base - 0.04,
-                    f"{value:.2f}",
-                    va="top",
-                    size=_CELL_PT,
-                    color=ROLE_COLOURS["mask"] if zero else "black",
-                )
+                ink = ROLE_COLOURS["mask"] if zero else "black"
+                _text(ax, centre, base - 0.04, f"{value:.2f}", va="top", size=_CELL_PT, color=ink)
                 if zero:
                     _text(ax, centre, base + 0.2, "×", size=16, color=ROLE_COLOURS["mask"])
         _text(
             ax,
             left + s * spacing / 2,
             2.98,
-            rf"each kept weight $\times\,1/(1-p) = {1 / (1 - p):.3g}$; "
-            "dropped ones are 0",
+            rf"each kept weight $\times\,1/(1-p) = {1 / (1 - p):.3g}$; dropped ones are 0",
         )
         for j in range(s):
             centre = left + (j + 0.5) * spacing
-            alive = bool(kept[j])
+            alive = bool(kept[j])  # faded where the weight was dropped
+            edge = "black" if alive else "#bbbbbb"
             ax.add_patch(
                 Rectangle(
                     (centre - spacing * 0.3, 1.05),
                     spacing * 0.6,
                     0.38,
                     facecolor=_tint(ROLE_COLOURS["value"], 0.75 if alive else 0.12),
-                    edgecolor="black" if alive else "#bbbbbb",
+                    edgecolor=edge,
                     linestyle="-" if alive else "--",
                 )
             )
-            _text(
-                ax,
-                centre,
-                1.24,
-                f"$v^{{({j})}}$",
-                size=_LABEL_PT,
-                color="white" if alive else "#999999",
-            )
+            ink = "white" if alive else "#999999"
+            _text(ax, centre, 1.24, f"$v^{{({j})}}$", size=_LABEL_PT, color=ink)
             _text(ax, centre, 0.98, labels[j], va="top", rotation=30 if spacing < 0.7 else 0)
+            dashes = "-" if alive else (0, (2, 2))
             _arrow(
                 ax,
                 (centre, 2.03),
                 (centre, 1.46),
                 lw=1.4 if alive else 0.8,
-                colour="black" if alive else "#bbbbbb",
-                linestyle="-" if alive else (0, (2, 2)),
+                colour=edge,
+                linestyle=dashes,
             )
         _text(ax, left - 0.15, 1.24, "value rows", ha="right")
         _text(
@@ -985,58 +969,48 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
     gap = cell * 0.6
     height = t * cell + 1.6
     width = _WIDTH
+
+    def heads(left: float, gap: float, named: bool) -> float:
+        """Each head's columns, ``gap`` inches apart, named when ``named``; returns their span."""
+        for head in range(num_heads):
+            x0 = left + head * (d_h * cell + gap)
+            features = range(head * d_h, (head + 1) * d_h) if numbered else None
+            _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
+            if named:
+                tilt = 90 if d_h * cell + gap < 0.55 else 0
+                colour = HEAD_COLOURS[head % 8]
+                x = x0 + d_h * cell / 2
+                _text(
+                    ax,
+                    x,
+                    top - t * cell - 0.05,
+                    f"head {head}",
+                    va="top",
+                    color=colour,
+                    rotation=tilt,
+                )
+        return num_heads * d_h * cell + (num_heads - 1) * gap
+
     with _figure(width, height) as (fig, ax):
         top = height - 0.75
         # 1. (t, d_out)
         left = 0.2
         _head_cells(ax, left, top, t, cell, heads_of, range(d_out) if numbered else None)
-        _text(
-            ax,
-            left + d_out * cell / 2,
-            top + 0.12,
-            f"(b, t, d_out)\n= ({b}, {t}, {d_out})",
-            va="bottom",
-        )
+        shape = f"(b, t, d_out)\n= ({b}, {t}, {d_out})"
+        _text(ax, left + d_out * cell / 2, top + 0.12, shape, va="bottom")
         ends = [left + d_out * cell]
         # 2. (t, h, d_h): the same row, cut into groups
         left = ends[0] + 1.15
-        for head in range(num_heads):
-            features = range(head * d_h, (head + 1) * d_h) if numbered else None
-            x0 = left + head * (d_h * cell + gap)
-            _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
-        span = num_heads * d_h * cell + (num_heads - 1) * gap
-        _text(
-            ax,
-            left + span / 2,
-            top + 0.12,
-            f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})",
-            va="bottom",
-        )
+        span = heads(left, gap, named=False)
+        shape = f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})"
+        _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
         starts = [left]
         ends.append(left + span)
         # 3. (h, t, d_h): one matrix per head, side by side with a wider gap
         left = ends[1] + 1.15
-        for head in range(num_heads):
-            x0 = left + head * (d_h * cell + 0.3)
-            features = range(head * d_h, (head + 1) * d_h) if numbered else None
-            _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
-            _text(
-                ax,
-                x0 + d_h * cell / 2,
-                top - t * cell - 0.05,
-                f"head {head}",
-                va="top",
-                color=HEAD_COLOURS[head % 8],
-                rotation=90 if d_h * cell + 0.3 < 0.55 else 0,
-            )
-        span = num_heads * d_h * cell + (num_heads - 1) * 0.3
-        _text(
-            ax,
-            left + span / 2,
-            top + 0.12,
-            f"(b, h, t, d_h)\n= ({b}, {num_heads}, {t}, {d_h})",
-            va="bottom",
-        )
+        span = heads(left, 0.3, named=True)
+        shape = f"(b, h, t, d_h)\n= ({b}, {num_heads}, {t}, {d_h})"
+        _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
         starts.append(left)
         middle = top - t * cell / 2
         for (x0, x1), split, merge in (
@@ -1051,8 +1025,8 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             ax,
             0.2,
             0.2,
-            "one sequence of the batch: a row per token, a number per feature, a colour per "
-            "head\n→ split the heads    ← merge them back",
+            "one sequence of the batch: a row per token, a number per feature, a colour per head\n"
+            "→ split the heads    ← merge them back",
             ha="left",
         )
     return fig
@@ -1065,7 +1039,7 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
     ``(d_in, d_h)`` query, key and value weights, run one after another, their outputs
     concatenated. Right, ``MultiHeadAttention``: one ``(d_in, h * d_h)`` matrix per role
     whose column blocks are the heads' matrices side by side, one product for all heads,
-    then split. Matrices are coloured by head and outlined in their role's colour.
+    then split. Matrices are coloured by head and named by role.
 
     Args:
         d_in: the input size, 1 to 8.
@@ -1086,21 +1060,17 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
     num_heads = _check_count("num_heads", num_heads, 4, "heads")
     d_out = num_heads * d_h
     cell = min(0.22, 1.3 / (3 * d_h), 2.0 / (3 * d_out))
-    roles = (("query", "W_q"), ("key", "W_k"), ("value", "W_v"))
+    names = ("W_q", "W_k", "W_v")
     head_height = d_in * cell + 0.45
     height = num_heads * head_height + 1.35
     width = _WIDTH
     split = 3.45
 
-    def matrix(left: float, top: float, cols_of: list[int], role: str) -> float:
+    def matrix(left: float, top: float, cols_of: list[int], name: str) -> float:
+        """A weight matrix, its column c coloured by head cols_of[c]; returns its width."""
         _head_cells(ax, left, top, d_in, cell, cols_of)
         _text(
-            ax,
-            left + len(cols_of) * cell / 2,
-            top + 0.03,
-            f"${dict(roles)[role]}$",
-            va="bottom",
-            size=_LABEL_PT,
+            ax, left + len(cols_of) * cell / 2, top + 0.03, f"${name}$", va="bottom", size=_LABEL_PT
         )
         return len(cols_of) * cell
 
@@ -1114,26 +1084,13 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
         top = height - 0.8
         for head in range(num_heads):
             y = top - head * head_height
-            _text(
-                ax,
-                0.05,
-                y - d_in * cell / 2,
-                f"head {head}",
-                ha="left",
-                color=HEAD_COLOURS[head % 8],
-            )
+            middle, colour = y - d_in * cell / 2, HEAD_COLOURS[head % 8]
+            _text(ax, 0.05, middle, f"head {head}", ha="left", color=colour)
             left = 0.7
-            for role, _ in roles:
-                left += matrix(left, y, [head] * d_h, role) + 0.25
-            _arrow(ax, (left - 0.15, y - d_in * cell / 2), (left + 0.25, y - d_in * cell / 2))
-            _text(
-                ax,
-                left + 0.3,
-                y - d_in * cell / 2,
-                f"(b, t, {d_h})",
-                ha="left",
-                color=HEAD_COLOURS[head % 8],
-            )
+            for name in names:
+                left += matrix(left, y, [head] * d_h, name) + 0.25
+            _arrow(ax, (left - 0.15, middle), (left + 0.25, middle))
+            _text(ax, left + 0.3, middle, f"(b, t, {d_h})", ha="left", color=colour)
         _text(
             ax,
             split / 2,
@@ -1144,8 +1101,8 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
         )
         left = split + 0.2
         cols = [c // d_h for c in range(d_out)]
-        for role, _ in roles:
-            left += matrix(left, top, cols, role) + 0.25
+        for name in names:
+            left += matrix(left, top, cols, name) + 0.25
         _text(
             ax,
             (split + width) / 2,
