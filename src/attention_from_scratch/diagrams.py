@@ -1153,11 +1153,7 @@ def plot_attention_lines(
     stack = _check_weights("weights", weights, (2, 3), ("(t, s)", "(h, t, s)"))
     if stack.dim() == 2:
         stack = stack[None]  # (1, t, s)
-    h, t, s = stack.shape
-    if h == 0 or t == 0:
-        raise ValueError(
-            f"weights: expected at least one head and one query, got shape {tuple(stack.shape)}"
-        )
+    h, t, s = stack.shape  # none is 0: _check_weights refuses an empty tensor
     if h > _LINE_HEADS_UP_TO:
         raise ValueError(
             f"weights: expected at most {_LINE_HEADS_UP_TO} heads to draw legibly, got {h}; "
@@ -1182,19 +1178,13 @@ def plot_attention_lines(
     panel_height = max(t, s) * step + 0.6
     longest = max(len(label) for label in rows_labels + cols_labels)
     # Two heads need no more than 5.2 inches: a narrower figure is scaled down less on a phone.
-    panel_width = min(2.6, (_WIDTH) / cols)
+    panel_width = min(2.6, _WIDTH / cols)
     width = cols * panel_width
     label_room = min(0.1 + 0.075 * longest, panel_width * 0.3)
     height = grid_rows * panel_height + (0.35 if title else 0.05) + 0.3
     with _figure(width, height) as (fig, ax):
-        _text(
-            ax,
-            0.05,
-            0.15,
-            "queries on the left, keys on the right; a line's opacity is its weight",
-            ha="left",
-            color="#444444",
-        )
+        key = "queries on the left, keys on the right; a line's opacity is its weight"
+        _text(ax, 0.05, 0.15, key, ha="left", color="#444444")
         if title:
             _text(ax, width / 2, height - 0.17, title, size=_LABEL_PT + 1)
         for head in range(h):
@@ -1203,17 +1193,11 @@ def plot_attention_lines(
             x1 = (col + 1) * panel_width - label_room - 0.05
             top = height - (0.35 if title else 0.05) - row * panel_height - 0.35
             colour = HEAD_COLOURS[head % 8]
+            name = names[head]
             _text(
-                ax,
-                (x0 + x1) / 2,
-                top + 0.18,
-                names[head],
-                size=_LABEL_PT,
-                color=colour,
-                fontweight="bold",
+                ax, (x0 + x1) / 2, top + 0.18, name, size=_LABEL_PT, color=colour, fontweight="bold"
             )
-            ys_q = [top - i * step for i in range(t)]
-            ys_k = [top - j * step for j in range(s)]
+            ys = [top - i * step for i in range(max(t, s))]  # queries' and keys' rows alike
             # One collection per head: 8 heads of 32 tokens are 8192 lines, which as separate
             # Line2D objects took seconds to draw. Weights under 0.01 would be invisible.
             red, green, blue = to_rgb(colour)
@@ -1223,15 +1207,15 @@ def plot_attention_lines(
                 for j in range(s):
                     alpha = matrix[i][j]
                     if alpha > 0.01:
-                        segments.append([(x0, ys_q[i]), (x1, ys_k[j])])
+                        segments.append([(x0, ys[i]), (x1, ys[j])])
                         colours.append((red, green, blue, min(alpha, 1.0)))
             ax.add_collection(
                 LineCollection(segments, colors=colours, linewidths=2.0, capstyle="round")
             )
             for i in range(t):
-                _text(ax, x0 - 0.05, ys_q[i], rows_labels[i], ha="right")
+                _text(ax, x0 - 0.05, ys[i], rows_labels[i], ha="right")
             for j in range(s):
-                _text(ax, x1 + 0.05, ys_k[j], cols_labels[j], ha="left")
+                _text(ax, x1 + 0.05, ys[j], cols_labels[j], ha="left")
     fig.axes[0].set_label("line view")
     return fig
 
@@ -1292,55 +1276,22 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
     height = 3.0
     values = [float(v) for v in storage.tolist()]
     with _figure(width, height) as (fig, ax):
-        _text(
-            ax,
-            width / 2,
-            height - 0.15,
-            f"{name}: shape {tuple(x.shape)}, stride {tuple(stride)}",
-            size=_LABEL_PT,
-        )
+        title = f"{name}: shape {tuple(x.shape)}, stride {tuple(stride)}"
+        _text(ax, width / 2, height - 0.15, title, size=_LABEL_PT)
         top = height - 0.45
         _text(ax, 0.2, top + 0.08, "storage", ha="left", va="bottom")
+        faces = {role: _tint(ROLE_COLOURS[role], 0.3) for role in ("input", "output")}
         for k in range(n):
-            ax.add_patch(
-                Rectangle(
-                    (0.2 + k * cell, top - cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(ROLE_COLOURS["input"], 0.3),
-                    edgecolor="black",
-                )
-            )
-            _text(ax, 0.2 + (k + 0.5) * cell, top - cell * 0.4, f"{values[k]:g}", size=_CELL_PT)
-            _text(
-                ax,
-                0.2 + (k + 0.5) * cell,
-                top - cell - 0.04,
-                f"[{k}]",
-                va="top",
-                size=_CELL_PT,
-                color="#555555",
-            )
+            _cell(ax, 0.2, top, 0, k, cell, facecolor=faces["input"], edgecolor="black")
+            centre = 0.2 + (k + 0.5) * cell
+            _text(ax, centre, top - cell * 0.4, f"{values[k]:g}", size=_CELL_PT)
+            _text(ax, centre, top - cell - 0.04, f"[{k}]", va="top", size=_CELL_PT, color="#555555")
         low = 1.25
-        _text(
-            ax,
-            0.2,
-            low + 0.08,
-            f"{name} read row by row, as view(-1) must read it",
-            ha="left",
-            va="bottom",
-        )
+        title = f"{name} read row by row, as view(-1) must read it"
+        _text(ax, 0.2, low + 0.08, title, ha="left", va="bottom")
         for r, k in enumerate(order):
-            ax.add_patch(
-                Rectangle(
-                    (0.2 + r * cell, low - cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(ROLE_COLOURS["output"], 0.3),
-                    edgecolor="black",
-                )
-            )
-            _text(ax, 0.2 + (r + 0.5) * cell, low - cell / 2, f"{values[k]:g}", size=_CELL_PT)
+            _cell(ax, 0.2, low, 0, r, cell, facecolor=faces["output"], edgecolor="black")
+            _cell_text(ax, 0.2, low, 0, r, cell, f"{values[k]:g}", size=_CELL_PT)
             ax.plot(
                 [0.2 + (k + 0.5) * cell, 0.2 + (r + 0.5) * cell],
                 [top - cell - 0.22, low + 0.32],
@@ -1350,17 +1301,11 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
             )
         expected = jumps[0] if jumps else 1
         for r, jump in enumerate(jumps):
-            odd = jump != expected
-            _text(
-                ax,
-                0.2 + (r + 1) * cell,
-                low - cell - 0.12,
-                f"{jump:+d}",
-                va="top",
-                size=_CELL_PT,
-                color=ROLE_COLOURS["mask"] if odd else "black",
-                fontweight="bold" if odd else "normal",
+            colour, weight = (
+                (ROLE_COLOURS["mask"], "bold") if jump != expected else ("black", "normal")
             )
+            x, y = 0.2 + (r + 1) * cell, low - cell - 0.12
+            _text(ax, x, y, f"{jump:+d}", va="top", size=_CELL_PT, color=colour, fontweight=weight)
         verdict = (
             f"every jump is {expected:+d}: one stride covers the flat tensor, view(-1) works"
             if flat
