@@ -1589,6 +1589,7 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
     panel = total * cell
     height = passes * cell + 1.55
     width = 1.1 + 2 * panel + 0.5
+    computed_face, cached_face = (_tint(ROLE_COLOURS[role], 0.75) for role in ("key", "cache"))
     with _figure(width, height) as (fig, ax):
         top = height - 0.55
         for step in range(passes):
@@ -1604,58 +1605,20 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
                 for pos in range(length):
                     new = not cached or step == 0 or pos == length - 1
                     count += new
-                    ax.add_patch(
-                        Rectangle(
-                            (left + pos * cell, y),
-                            cell,
-                            cell,
-                            facecolor=_tint(ROLE_COLOURS["key" if new else "cache"], 0.75),
-                            edgecolor="white",
-                        )
-                    )
+                    face = computed_face if new else cached_face
+                    _cell(ax, left, top, step, pos, cell, facecolor=face, edgecolor="white")
                 queries = range(length) if step == 0 or not cached else [length - 1]
                 for pos in queries:
-                    ax.add_patch(
-                        plt.Circle(
-                            (left + (pos + 0.5) * cell, y + cell / 2),
-                            cell * 0.16,
-                            color=ROLE_COLOURS["query"],
-                        )
-                    )
+                    centre = (left + (pos + 0.5) * cell, y + cell / 2)
+                    ax.add_patch(plt.Circle(centre, cell * 0.16, color=ROLE_COLOURS["query"]))
             computed.append(count)
-            _text(
-                ax,
-                left + panel / 2,
-                top + 0.1,
-                "with a KV cache" if cached else "without a cache",
-                va="bottom",
-                size=_LABEL_PT,
-            )
-            _text(
-                ax,
-                left + panel / 2,
-                top - passes * cell - 0.1,
-                f"keys and values computed: {count}",
-                va="top",
-            )
-            _text(
-                ax,
-                left + panel / 2,
-                top - passes * cell - 0.33,
-                "position →",
-                va="top",
-                color="#555555",
-            )
-        _legend(
-            ax,
-            0.1,
-            0.2,
-            [
-                (_tint(ROLE_COLOURS["key"], 0.75), "computed this step"),
-                (_tint(ROLE_COLOURS["cache"], 0.75), "read from the cache"),
-                (ROLE_COLOURS["query"], "query computed"),
-            ],
-        )
+            middle, bottom = left + panel / 2, top - passes * cell
+            title = "with a KV cache" if cached else "without a cache"
+            _text(ax, middle, top + 0.1, title, va="bottom", size=_LABEL_PT)
+            _text(ax, middle, bottom - 0.1, f"keys and values computed: {count}", va="top")
+            _text(ax, middle, bottom - 0.33, "position →", va="top", color="#555555")
+        legend = [(computed_face, "computed this step"), (cached_face, "read from the cache")]
+        _legend(ax, 0.1, 0.2, [*legend, (ROLE_COLOURS["query"], "query computed")])
     fig.axes[0].set_label(f"computed {computed[0]} {computed[1]}")
     return fig
 
@@ -1667,7 +1630,7 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     ``tiled_attention`` visits them (query ``i`` at position ``s - t + i``). A tile wholly
     in the future of its queries is skipped (vermillion outline, no fill); a tile that
     crosses the diagonal is computed and then masked above it (hatched cells); every other
-    tile is computed whole (orange). The counts are written in the title.
+    tile is computed whole (orange). The counts are written in the legend.
 
     Args:
         num_queries: ``t``, 1 to 32.
@@ -1693,6 +1656,8 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     width = s * cell + 2.85
     height = t * cell + 1.2
     counts = {"computed": 0, "partly masked": 0, "skipped": 0}
+    fill = _tint(ROLE_COLOURS["key"], 0.55)  # of a computed tile
+    hatched = {"facecolor": "white", "edgecolor": ROLE_COLOURS["mask"], "hatch": "////", "lw": 0}
     with _figure(width, height) as (fig, ax):
         left, top = 0.75, height - 0.75
         for q0 in range(0, t, block):
@@ -1700,7 +1665,7 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
             last_key = offset + q0 + bq
             for k0 in range(0, s, block):
                 bk = min(block, s - k0)
-                x, y = left + k0 * cell, top - (q0 + bq) * cell
+                corner, w, h = (left + k0 * cell, top - (q0 + bq) * cell), bk * cell, bq * cell
                 if k0 >= last_key:
                     kind = "skipped"
                 elif k0 + min(bk, last_key - k0) - 1 > offset + q0:
@@ -1709,40 +1674,17 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                     kind = "computed"
                 counts[kind] += 1
                 if kind != "skipped":
-                    ax.add_patch(
-                        Rectangle(
-                            (x, y),
-                            bk * cell,
-                            bq * cell,
-                            facecolor=_tint(ROLE_COLOURS["key"], 0.55),
-                            edgecolor="none",
-                        )
-                    )
-                if kind == "partly masked":
+                    ax.add_patch(Rectangle(corner, w, h, facecolor=fill, edgecolor="none"))
+                if kind == "partly masked":  # hatch the cells above the diagonal
                     for i in range(q0, q0 + bq):
                         for j in range(k0, k0 + bk):
                             if j > offset + i:
-                                ax.add_patch(
-                                    Rectangle(
-                                        (left + j * cell, top - (i + 1) * cell),
-                                        cell,
-                                        cell,
-                                        facecolor="white",
-                                        edgecolor=ROLE_COLOURS["mask"],
-                                        hatch="////",
-                                        lw=0,
-                                    )
-                                )
+                                _cell(ax, left, top, i, j, cell, **hatched)
+                skipped = kind == "skipped"
+                edge = ROLE_COLOURS["mask"] if skipped else "black"
+                style = (0, (3, 2)) if skipped else "-"
                 ax.add_patch(
-                    Rectangle(
-                        (x, y),
-                        bk * cell,
-                        bq * cell,
-                        fill=False,
-                        lw=2.0,
-                        edgecolor=ROLE_COLOURS["mask"] if kind == "skipped" else "black",
-                        linestyle=(0, (3, 2)) if kind == "skipped" else "-",
-                    )
+                    Rectangle(corner, w, h, fill=False, lw=2.0, edgecolor=edge, linestyle=style)
                 )
         for i in range(0, t, block):
             _text(ax, left - 0.06, top - i * cell - cell / 2, str(i), ha="right")
@@ -1753,7 +1695,7 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
         legend_x = left + s * cell + 0.2
         for k, (kind, face, edge, hatch, style) in enumerate(
             (
-                ("computed", _tint(ROLE_COLOURS["key"], 0.55), "black", None, "-"),
+                ("computed", fill, "black", None, "-"),
                 ("partly masked", "white", ROLE_COLOURS["mask"], "////", "-"),
                 ("skipped", "white", ROLE_COLOURS["mask"], None, (0, (3, 2))),
             )
@@ -1772,9 +1714,8 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                 )
             )
             _text(ax, legend_x + 0.4, y + 0.03, f"{kind}: {counts[kind]}", ha="left")
-        _text(
-            ax, left, 0.2, f"t = {t} queries, s = {s} keys, tiles of {block} × {block}", ha="left"
-        )
+        sizes = f"t = {t} queries, s = {s} keys, tiles of {block} × {block}"
+        _text(ax, left, 0.2, sizes, ha="left")
     fig.axes[0].set_label(" ".join(f"{kind}={n}" for kind, n in counts.items()))
     return fig
 
