@@ -1500,50 +1500,30 @@ def draw_induction_circuit(
                 )
         for i, token in enumerate(sequence):
             special = i in (query, source, source + 1)
+            face = _tint(ROLE_COLOURS["input"], 0.45 if special else 0.1)
+            corner, lw = (xs[i] - box / 2, base - box / 2), 1.6 if special else 0.6
             ax.add_patch(
-                Rectangle(
-                    (xs[i] - box / 2, base - box / 2),
-                    box,
-                    box,
-                    facecolor=_tint(ROLE_COLOURS["input"], 0.45 if special else 0.1),
-                    edgecolor="black",
-                    lw=1.6 if special else 0.6,
-                    zorder=3,
-                )
+                Rectangle(corner, box, box, facecolor=face, edgecolor="black", lw=lw, zorder=3)
             )
             _text(ax, xs[i], base, token, zorder=4)
             if i % 2 == 0 or t <= 16:
                 _text(ax, xs[i], base - box / 2 - 0.02, str(i), va="top", color="#777777", zorder=4)
         target = int(ind[query].argmax())
-        _text(
-            ax,
-            0.1,
-            height - 0.25,
+        second = (
             f'second layer, induction head: query {query} ("{sequence[query]}") attends most to '
             f'key {target} ("{sequence[target]}"),\nwhich followed the earlier '
-            f'"{sequence[query]}" at position {source}',
-            ha="left",
-            color=HEAD_COLOURS[1],
+            f'"{sequence[query]}" at position {source}'
         )
+        _text(ax, 0.1, height - 0.25, second, ha="left", color=HEAD_COLOURS[1])
+        prediction = f'→ the model can predict "{sequence[target]}" at position {query + 1}'
         _text(
-            ax,
-            0.1,
-            height - 0.62,
-            f'→ the model can predict "{sequence[target]}" at position {query + 1}',
-            ha="left",
-            color=HEAD_COLOURS[1],
-            fontweight="bold",
+            ax, 0.1, height - 0.62, prediction, ha="left", color=HEAD_COLOURS[1], fontweight="bold"
         )
-        _text(
-            ax,
-            0.1,
-            0.4,
-            "first layer, previous-token head: the strongest key of each position up to the "
-            "query,\nso that "
-            f'position {source + 1} carries "{sequence[source]}", the token before it',
-            ha="left",
-            color=HEAD_COLOURS[0],
+        first = (
+            "first layer, previous-token head: the strongest key of each position up to the query,"
+            f'\nso that position {source + 1} carries "{sequence[source]}", the token before it'
         )
+        _text(ax, 0.1, 0.4, first, ha="left", color=HEAD_COLOURS[0])
     return fig
 
 
@@ -1762,6 +1742,7 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
     row_height = 1.45
     height = len(rows) * row_height + 0.1
     width = _WIDTH
+    q_face = _tint(ROLE_COLOURS["query"], 0.8)
     with _figure(width, height) as (fig, ax):
         for r, h_kv in enumerate(rows):
             g = h // h_kv
@@ -1775,40 +1756,15 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
                 j = i // g
                 colour = HEAD_COLOURS[j % 8]
                 ax.plot([xs[i], kv_xs[j]], [q_y - box / 2, kv_y + box / 2], color=colour, lw=1.5)
-                ax.add_patch(
-                    Rectangle(
-                        (xs[i] - box / 2, q_y - box / 2),
-                        box,
-                        box,
-                        facecolor=_tint(ROLE_COLOURS["query"], 0.8),
-                        edgecolor=colour,
-                        lw=2,
-                    )
-                )
+                corner = (xs[i] - box / 2, q_y - box / 2)
+                ax.add_patch(Rectangle(corner, box, box, facecolor=q_face, edgecolor=colour, lw=2))
                 if box >= 0.3:
                     _text(ax, xs[i], q_y, f"q{i}", color="white")
-            for j in range(h_kv):
-                x = kv_xs[j]
-                ax.add_patch(
-                    Rectangle(
-                        (x - half, kv_y - box / 2),
-                        half,
-                        box,
-                        facecolor=ROLE_COLOURS["key"],
-                        edgecolor=HEAD_COLOURS[j % 8],
-                        lw=2,
-                    )
-                )
-                ax.add_patch(
-                    Rectangle(
-                        (x, kv_y - box / 2),
-                        half,
-                        box,
-                        facecolor=ROLE_COLOURS["value"],
-                        edgecolor=HEAD_COLOURS[j % 8],
-                        lw=2,
-                    )
-                )
+            for j, x in enumerate(kv_xs):  # the key half left of x, the value half right
+                for left, role in ((x - half, "key"), (x, "value")):
+                    face, edge = ROLE_COLOURS[role], HEAD_COLOURS[j % 8]
+                    corner = (left, kv_y - box / 2)
+                    ax.add_patch(Rectangle(corner, half, box, facecolor=face, edgecolor=edge, lw=2))
                 _text(ax, x - half / 2, kv_y, "k")
                 _text(ax, x + half / 2, kv_y, "v", color="white")
             _text(ax, 0.7, q_y, "Q heads", ha="right")
