@@ -227,18 +227,19 @@ def _check_index(name: str, value: object, size: int) -> int:
     return value
 
 
-def _check_tokens_axis(name: str, x: torch.Tensor, size: int, up_to: int) -> None:
-    if size > up_to:
+def _check_tokens_axis(name: str, x: torch.Tensor) -> None:
+    """At most 10 tokens along the first axis of ``x``, one row or column each in a schematic."""
+    if x.shape[0] > _TOKENS_UP_TO:
         raise ValueError(
-            f"{name}: expected at most {up_to} tokens to draw legibly, got {size} "
+            f"{name}: expected at most {_TOKENS_UP_TO} tokens to draw legibly, got {x.shape[0]} "
             f"(shape {tuple(x.shape)}); slice it first"
         )
 
 
 def _check_features(name: str, x: torch.Tensor, up_to: int, dim: str) -> None:
     """At most 10 tokens (rows) and ``up_to`` features (columns ``dim``) in a (t, d) ``x``."""
-    t, d = x.shape
-    _check_tokens_axis(name, x, t, _TOKENS_UP_TO)
+    d = x.shape[1]
+    _check_tokens_axis(name, x)
     if d > up_to:
         raise ValueError(
             f"{name}: expected at most {up_to} features to draw legibly, got {dim}={d}; "
@@ -359,8 +360,8 @@ def draw_query_path(
 def _check_cell_numbers(name: str, x: object, shape: str) -> torch.Tensor:
     """A (t, d) tensor small enough to write every number in a cell; returned on the CPU."""
     x = check_tensor(name, x, ranks=(2,), shape_names=(shape,))
-    t, d = x.shape
-    _check_tokens_axis(name, x, t, _TOKENS_UP_TO)
+    d = x.shape[1]
+    _check_tokens_axis(name, x)
     if not 1 <= d <= 4:
         raise ValueError(
             f"{name}: expected 1 to 4 features per token to write them in the cells, got "
@@ -574,7 +575,7 @@ def draw_projections(
     """
     inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
     t, d_in = inputs.shape
-    _check_tokens_axis("inputs", inputs, t, _TOKENS_UP_TO)
+    _check_tokens_axis("inputs", inputs)
     weights = {}
     for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
         weights[name] = _floats(check_tensor(name, w, ranks=(2,), shape_names=("(d_in, d_out)",)))
@@ -701,7 +702,7 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
             f"mask: expected a square (t, t) mask with t >= 2, got shape {tuple(mask.shape)}"
         )
     t = mask.shape[0]
-    _check_tokens_axis("mask", mask, t, _TOKENS_UP_TO)
+    _check_tokens_axis("mask", mask)
     labels = _check_tokens("tokens", tokens, t)
     hidden = mask.detach().cpu()
     cell = 0.27
@@ -825,7 +826,7 @@ def draw_dropout(
     if not 0.0 < float(p) < 1.0:
         raise ValueError(f"p: expected a float in (0, 1), got {p}")
     s = weights.shape[0]
-    _check_tokens_axis("weights", weights, s, _TOKENS_UP_TO)
+    _check_tokens_axis("weights", weights)
     labels = _check_tokens("tokens", tokens, s)
     kept = dropped != 0
     if not torch.allclose(dropped[kept], weights[kept] / (1 - p), rtol=1e-4, atol=1e-6):
