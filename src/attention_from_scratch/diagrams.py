@@ -399,17 +399,8 @@ def _draw_query_path(
 
     def numbered_row(left: float, y: float, matrix: torch.Tensor, j: int, role: str) -> None:
         """Row j of ``matrix`` with its numbers, shaded on the scale of the whole matrix."""
-        scale = float(matrix.abs().max())
-        _block(
-            ax,
-            left,
-            y,
-            matrix[j : j + 1],
-            cell * 0.98,
-            ROLE_COLOURS[role],
-            numbers=True,
-            scale=scale,
-        )
+        row, colour, scale = matrix[j : j + 1], ROLE_COLOURS[role], float(matrix.abs().max())
+        _block(ax, left, y, row, cell * 0.98, colour, numbers=True, scale=scale)
 
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
@@ -724,15 +715,11 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
                     _cell_text(ax, left, top, i, j, cell, "×", color="white")
         for j in range(t):
             _text(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
-        _text(ax, left + t * cell / 2, top + 0.27, "key j (sender)", va="baseline")
-        _text(ax, left + t * cell / 2, top - t * cell - 0.1, "row i: query (receiver)", va="top")
+        centre, bottom = left + t * cell / 2, top - t * cell
+        _text(ax, centre, top + 0.27, "key j (sender)", va="baseline")
+        _text(ax, centre, bottom - 0.1, "row i: query (receiver)", va="top")
         _text(
-            ax,
-            left + t * cell / 2,
-            top - t * cell - 0.33,
-            "× = True: forbidden",
-            va="top",
-            color=ROLE_COLOURS["mask"],
+            ax, centre, bottom - 0.33, "× = True: forbidden", va="top", color=ROLE_COLOURS["mask"]
         )
         base = height / 2 + 0.1
         xs = [graph_left + i * spacing for i in range(t)]
@@ -884,15 +871,8 @@ def draw_dropout(
             ink = "white" if alive else "#999999"
             _text(ax, centre, 1.24, f"$v^{{({j})}}$", size=_LABEL_PT, color=ink)
             _text(ax, centre, 0.98, labels[j], va="top", rotation=30 if spacing < 0.7 else 0)
-            dashes = "-" if alive else (0, (2, 2))
-            _arrow(
-                ax,
-                (centre, 2.03),
-                (centre, 1.46),
-                lw=1.4 if alive else 0.8,
-                colour=edge,
-                linestyle=dashes,
-            )
+            lw, dashes = (1.4, "-") if alive else (0.8, (0, (2, 2)))
+            _arrow(ax, (centre, 2.03), (centre, 1.46), lw=lw, colour=edge, linestyle=dashes)
         _text(ax, left - 0.15, 1.24, "value rows", ha="right")
         _text(
             ax,
@@ -978,17 +958,10 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             features = range(head * d_h, (head + 1) * d_h) if numbered else None
             _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
             if named:
+                x, y = x0 + d_h * cell / 2, top - t * cell - 0.05
                 tilt = 90 if d_h * cell + gap < 0.55 else 0
-                colour = HEAD_COLOURS[head % 8]
-                x = x0 + d_h * cell / 2
                 _text(
-                    ax,
-                    x,
-                    top - t * cell - 0.05,
-                    f"head {head}",
-                    va="top",
-                    color=colour,
-                    rotation=tilt,
+                    ax, x, y, f"head {head}", va="top", color=HEAD_COLOURS[head % 8], rotation=tilt
                 )
         return num_heads * d_h * cell + (num_heads - 1) * gap
 
