@@ -402,19 +402,12 @@ def _draw_query_path(
         row, colour, scale = matrix[j : j + 1], ROLE_COLOURS[role], float(matrix.abs().max())
         _block(ax, left, y, row, cell * 0.98, colour, numbers=True, scale=scale)
 
+    blue, green = ROLE_COLOURS["query"], _tint(ROLE_COLOURS["value"], 0.5)
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
         numbers = ", ".join(f"{v:.2f}" for v in q.tolist())
         headline = f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = [{numbers}]'
-        _text(
-            ax,
-            0.05,
-            height - 0.18,
-            headline,
-            ha="left",
-            size=_LABEL_PT,
-            color=ROLE_COLOURS["query"],
-        )
+        _text(ax, 0.05, height - 0.18, headline, ha="left", size=_LABEL_PT, color=blue)
         softmax = rf"softmax($\omega / \sqrt{{{d_k}}}$)" if scaled else "softmax"
         headers = (
             (k_left + d_k * cell / 2, f"key ${k_name}^{{(j)}}$"),
@@ -431,21 +424,15 @@ def _draw_query_path(
             _text(ax, centre, top + 0.32, text, size=_LABEL_PT)
         for j in range(t):
             y = top - j * row
-            mark = {"fontweight": "bold", "color": ROLE_COLOURS["query"]} if j == query else {}
-            style = {"fontweight": "normal", "color": "black", **mark}
+            bold = j == query  # the query's own row
+            style = {"fontweight": "bold" if bold else "normal", "color": blue if bold else "black"}
             _text(ax, k_left - 0.08, y - row / 2, labels[j], ha="right", size=_LABEL_PT, **style)
             numbered_row(k_left, y - 0.02, keys, j, "key")
             _text(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=_CELL_PT)
             _arrow(ax, (score_x + 0.28, y - row / 2), (bar_left - 0.02, y - row / 2), lw=0.8)
             share = float(weights[j])
-            ax.add_patch(
-                Rectangle(
-                    (bar_left, y - row + 0.07),
-                    bar_width * share / float(weights.max()),
-                    row - 0.14,
-                    facecolor=_tint(ROLE_COLOURS["value"], 0.5),
-                )
-            )
+            bar = (bar_width * share / float(weights.max()), row - 0.14)
+            ax.add_patch(Rectangle((bar_left, y - row + 0.07), *bar, facecolor=green))
             _text(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=_CELL_PT)
             _text(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
             numbered_row(out_left, y - 0.02, weighted, j, "value")
@@ -454,9 +441,8 @@ def _draw_query_path(
         total = rf"sum: $z^{{({query})}}$"
         _text(ax, out_left - 0.1, y - row / 2, total, ha="right", size=_LABEL_PT, color="black")
         numbered_row(out_left, y, context[None], 0, "output")
-        _text(
-            ax, bar_left - 0.8, y - row / 2, f"weights sum to {float(weights.sum()):.3f}", ha="left"
-        )
+        summed = f"weights sum to {float(weights.sum()):.3f}"
+        _text(ax, bar_left - 0.8, y - row / 2, summed, ha="left")
     return fig
 
 
