@@ -80,6 +80,33 @@ def test_ci_runs_on_push_and_pull_request_across_operating_systems() -> None:
     assert any(step.get("with", {}).get("cache") == "pip" for step in steps)
 
 
+def test_ci_installs_bubblewrap_on_linux_so_the_sandbox_tests_run(tmp_path: Path) -> None:
+    steps = load("ci.yml")["jobs"]["test"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    (install,) = [s for s in steps if "apt-get install -y bubblewrap" in s.get("run", "")]
+    (probe,) = [s for s in steps if "sandbox_problem()" in s.get("run", "")]
+    (slow,) = [s for s in steps if s.get("run") == "python -m pytest -m slow"]
+    # Linux only (no apt on macOS or Windows); Ubuntu 24.04 lets bwrap make its namespaces
+    # only once AppArmor's restriction of unprivileged user namespaces is lifted.
+    for step in (install, probe, slow):
+        assert step["if"] == "runner.os == 'Linux'"
+    assert "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in install["run"]
+    # Installed and probed before any test runs; the sandbox tests are marked slow.
+    unit = runs.index('python -m pytest -m "not book and not slow"')
+    assert steps.index(install) < steps.index(probe) < unit < steps.index(slow)
+    # The probe fails the job, with the reason, where no sandbox can start.
+    (code,) = re.findall(r'python -c "(.*)"', probe["run"])
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for problem, expected_rc in (("'bwrap not found on PATH.'", 1), ("None", 0)):
+        (tools / "grade.py").write_text(f"def sandbox_problem():\n    return {problem}\n")
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert result.returncode == expected_rc
+        assert ("bwrap not found" in result.stderr) == (expected_rc == 1)
+
+
 def test_gpu_job_runs_only_when_trusted_and_fails_without_a_gpu() -> None:
     workflow = load("gpu.yml")
     triggers = workflow["on"]

@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import pairwise
+from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -29,6 +30,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.text import Text
 
 from ._checks import check_positive_int, check_tensor
 from .plotting import (
@@ -108,6 +110,27 @@ def _ink(face: tuple[float, float, float]) -> str:
     return "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
 
 
+def _cell(ax: Axes, left: float, top: float, i: int, j: int, cell: float, **style: Any) -> None:
+    """Square (i, j) of a grid of ``cell``-inch squares whose top-left corner is (left, top)."""
+    ax.add_patch(Rectangle((left + j * cell, top - (i + 1) * cell), cell, cell, **style))
+
+
+def _cell_text(
+    ax: Axes, left: float, top: float, i: int, j: int, cell: float, text: str, **style: Any
+) -> None:
+    """``text`` in the centre of the square that :func:`_cell` draws."""
+    _text(ax, left + (j + 0.5) * cell, top - (i + 0.5) * cell, text, **style)
+
+
+def _frame(
+    ax: Axes, left: float, top: float, rows: int, cols: int, cell: float, **style: Any
+) -> None:
+    """The outline of ``rows`` by ``cols`` squares of the grid of :func:`_cell`."""
+    ax.add_patch(
+        Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, **style)
+    )
+
+
 def _block(
     ax: Axes,
     left: float,
@@ -118,7 +141,6 @@ def _block(
     *,
     numbers: bool = False,
     scale: float | None = None,
-    edge: str = "white",
 ) -> tuple[float, float]:
     """Draw a matrix as cells whose shade grows with ``|value|``; return (width, height)."""
     rows, cols = values.shape
@@ -126,28 +148,13 @@ def _block(
     for i in range(rows):
         for j in range(cols):
             value = float(values[i, j])
-            strength = 0.12 + 0.78 * min(abs(value) / scale, 1.0)
-            ax.add_patch(
-                Rectangle(
-                    (left + j * cell, top - (i + 1) * cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(colour, strength),
-                    edgecolor=edge,
-                    lw=0.8,
-                )
-            )
+            face = _tint(colour, 0.12 + 0.78 * min(abs(value) / scale, 1.0))
+            _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.8)
             if numbers:
-                ax.text(
-                    left + (j + 0.5) * cell,
-                    top - (i + 0.5) * cell,
-                    f"{value:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=_CELL_PT,
-                    color=_ink(_tint(colour, strength)),
+                _cell_text(
+                    ax, left, top, i, j, cell, f"{value:.2f}", size=_CELL_PT, color=_ink(face)
                 )
-    ax.add_patch(Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, lw=1.2))
+    _frame(ax, left, top, rows, cols, cell, lw=1.2)
     return cols * cell, rows * cell
 
 
@@ -180,11 +187,20 @@ def _arrow(
     )
 
 
+def _text(ax: Axes, x: float, y: float, text: str, *, size: float = _FONT_PT, **style: Any) -> Text:
+    """Write ``text`` at (x, y) inches in ``size`` points.
+
+    Centred on (x, y) unless ``style`` sets ``ha`` or ``va``; ``style`` holds any other
+    property of matplotlib's ``Text`` (``color``, ``rotation``, ...).
+    """
+    return ax.text(x, y, text, **{"ha": "center", "va": "center", "fontsize": size, **style})
+
+
 def _legend(ax: Axes, x: float, y: float, items: Sequence[tuple[str, str]]) -> None:
     """A row of coloured squares with their names, starting at (x, y) in inches."""
     for colour, name in items:
         ax.add_patch(Rectangle((x, y - 0.07), 0.16, 0.16, facecolor=colour, edgecolor="black"))
-        text = ax.text(x + 0.22, y + 0.01, name, va="center", fontsize=_FONT_PT)
+        text = _text(ax, x + 0.22, y + 0.01, name, ha="left")
         x += 0.4 + 0.075 * len(text.get_text())
 
 
@@ -211,12 +227,29 @@ def _check_index(name: str, value: object, size: int) -> int:
     return value
 
 
-def _check_tokens_axis(name: str, x: torch.Tensor, size: int, up_to: int) -> None:
-    if size > up_to:
+def _check_tokens_axis(name: str, x: torch.Tensor) -> None:
+    """At most 10 tokens along the first axis of ``x``, one row or column each in a schematic."""
+    if x.shape[0] > _TOKENS_UP_TO:
         raise ValueError(
-            f"{name}: expected at most {up_to} tokens to draw legibly, got {size} "
+            f"{name}: expected at most {_TOKENS_UP_TO} tokens to draw legibly, got {x.shape[0]} "
             f"(shape {tuple(x.shape)}); slice it first"
         )
+
+
+def _check_features(name: str, x: torch.Tensor, up_to: int, dim: str) -> None:
+    """At most 10 tokens (rows) and ``up_to`` features (columns ``dim``) in a (t, d) ``x``."""
+    d = x.shape[1]
+    _check_tokens_axis(name, x)
+    if d > up_to:
+        raise ValueError(
+            f"{name}: expected at most {up_to} features to draw legibly, got {dim}={d}; "
+            f"slice it, e.g. {name}[:, :{up_to}]"
+        )
+
+
+def _floats(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as float32 on the CPU, cut from autograd: what the figures compute with."""
+    return x.detach().to("cpu", torch.float32)
 
 
 def _check_weights(
@@ -226,7 +259,7 @@ def _check_weights(
     weights = check_tensor(name, weights, ranks=ranks, shape_names=shapes)
     if weights.shape[-1] == 0 or weights.numel() == 0:
         raise ValueError(f"{name}: expected at least one key, got shape {tuple(weights.shape)}")
-    weights = weights.detach().to("cpu", torch.float32)
+    weights = _floats(weights)
     if not torch.isfinite(weights).all() or weights.min() < 0 or weights.max() > 1 + 1e-6:
         raise ValueError(
             f"{name}: expected attention weights, finite and between 0 and 1, got values from "
@@ -327,14 +360,14 @@ def draw_query_path(
 def _check_cell_numbers(name: str, x: object, shape: str) -> torch.Tensor:
     """A (t, d) tensor small enough to write every number in a cell; returned on the CPU."""
     x = check_tensor(name, x, ranks=(2,), shape_names=(shape,))
-    t, d = x.shape
-    _check_tokens_axis(name, x, t, _TOKENS_UP_TO)
+    d = x.shape[1]
+    _check_tokens_axis(name, x)
     if not 1 <= d <= 4:
         raise ValueError(
             f"{name}: expected 1 to 4 features per token to write them in the cells, got "
             f"{d} (shape {tuple(x.shape)})"
         )
-    return x.detach().to("cpu", torch.float32)
+    return _floats(x)
 
 
 def _draw_query_path(
@@ -363,19 +396,18 @@ def _draw_query_path(
     bar_width = 0.95
     out_left = bar_left + bar_width + 0.7
     width = out_left + d_v * cell + 0.1
+
+    def numbered_row(left: float, y: float, matrix: torch.Tensor, j: int, role: str) -> None:
+        """Row j of ``matrix`` with its numbers, shaded on the scale of the whole matrix."""
+        row, colour, scale = matrix[j : j + 1], ROLE_COLOURS[role], float(matrix.abs().max())
+        _block(ax, left, y, row, cell * 0.98, colour, numbers=True, scale=scale)
+
+    blue, green = ROLE_COLOURS["query"], _tint(ROLE_COLOURS["value"], 0.5)
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
-        ax.text(
-            0.05,
-            height - 0.18,
-            f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = '
-            + "["
-            + ", ".join(f"{v:.2f}" for v in q.tolist())
-            + "]",
-            fontsize=_LABEL_PT,
-            color=ROLE_COLOURS["query"],
-            va="center",
-        )
+        numbers = ", ".join(f"{v:.2f}" for v in q.tolist())
+        headline = f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = [{numbers}]'
+        _text(ax, 0.05, height - 0.18, headline, ha="left", size=_LABEL_PT, color=blue)
         softmax = rf"softmax($\omega / \sqrt{{{d_k}}}$)" if scaled else "softmax"
         headers = (
             (k_left + d_k * cell / 2, f"key ${k_name}^{{(j)}}$"),
@@ -389,94 +421,28 @@ def _draw_query_path(
             (out_left + d_v * cell / 2, rf"$\alpha_{{{query}j}}\,{v_name}^{{(j)}}$"),
         )
         for centre, text in headers:
-            ax.text(centre, top + 0.32, text, ha="center", va="center", fontsize=_LABEL_PT)
+            _text(ax, centre, top + 0.32, text, size=_LABEL_PT)
         for j in range(t):
             y = top - j * row
-            ax.text(
-                k_left - 0.08,
-                y - row / 2,
-                labels[j],
-                ha="right",
-                va="center",
-                fontsize=_LABEL_PT,
-                fontweight="bold" if j == query else "normal",
-                color=ROLE_COLOURS["query"] if j == query else "black",
-            )
-            _block(
-                ax,
-                k_left,
-                y - 0.02,
-                keys[j : j + 1],
-                cell * 0.98,
-                ROLE_COLOURS["key"],
-                numbers=True,
-                scale=float(keys.abs().max()),
-            )
-            ax.text(
-                score_x,
-                y - row / 2,
-                f"{float(scores[j]):.2f}",
-                ha="center",
-                va="center",
-                fontsize=_CELL_PT,
-            )
+            bold = j == query  # the query's own row
+            style = {"fontweight": "bold" if bold else "normal", "color": blue if bold else "black"}
+            _text(ax, k_left - 0.08, y - row / 2, labels[j], ha="right", size=_LABEL_PT, **style)
+            numbered_row(k_left, y - 0.02, keys, j, "key")
+            _text(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=_CELL_PT)
             _arrow(ax, (score_x + 0.28, y - row / 2), (bar_left - 0.02, y - row / 2), lw=0.8)
             share = float(weights[j])
-            ax.add_patch(
-                Rectangle(
-                    (bar_left, y - row + 0.07),
-                    bar_width * share / float(weights.max()),
-                    row - 0.14,
-                    facecolor=_tint(ROLE_COLOURS["value"], 0.5),
-                )
-            )
-            ax.text(bar_left + 0.04, y - row / 2, f"{share:.3f}", va="center", fontsize=_CELL_PT)
-            ax.text(
-                out_left - 0.35,
-                y - row / 2,
-                rf"$\times\,{v_name}^{{(j)}}$",
-                ha="center",
-                va="center",
-                fontsize=_FONT_PT,
-            )
-            _block(
-                ax,
-                out_left,
-                y - 0.02,
-                weighted[j : j + 1],
-                cell * 0.98,
-                ROLE_COLOURS["value"],
-                numbers=True,
-                scale=float(weighted.abs().max()),
-            )
+            bar = (bar_width * share / float(weights.max()), row - 0.14)
+            ax.add_patch(Rectangle((bar_left, y - row + 0.07), *bar, facecolor=green))
+            _text(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=_CELL_PT)
+            _text(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
+            numbered_row(out_left, y - 0.02, weighted, j, "value")
         y = top - t * row - 0.12
         ax.plot([out_left, out_left + d_v * cell], [y + 0.06] * 2, color="black", lw=1)
-        ax.text(
-            out_left - 0.1,
-            y - row / 2,
-            rf"sum: $z^{{({query})}}$",
-            ha="right",
-            va="center",
-            fontsize=_LABEL_PT,
-            color="black",
-        )
-        _block(
-            ax,
-            out_left,
-            y,
-            context[None],
-            cell * 0.98,
-            ROLE_COLOURS["output"],
-            numbers=True,
-            scale=float(context.abs().max()),
-        )
-        ax.text(
-            bar_left - 0.8,
-            y - row / 2,
-            f"weights sum to {float(weights.sum()):.3f}",
-            va="center",
-            fontsize=_FONT_PT,
-        )
+        total = rf"sum: $z^{{({query})}}$"
+        _text(ax, out_left - 0.1, y - row / 2, total, ha="right", size=_LABEL_PT, color="black")
+        numbered_row(out_left, y, context[None], 0, "output")
+        summed = f"weights sum to {float(weights.sum()):.3f}"
+        _text(ax, bar_left - 0.8, y - row / 2, summed, ha="left")
     return fig
 
 
@@ -507,16 +473,11 @@ def draw_attention_matrices(
     Used in chapter 1.
     """
     inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
+    _check_features("inputs", inputs, 8, "d_in")
     t, d_in = inputs.shape
-    _check_tokens_axis("inputs", inputs, t, _TOKENS_UP_TO)
-    if d_in > 8:
-        raise ValueError(
-            f"inputs: expected at most 8 features to draw legibly, got d_in={d_in}; "
-            f"slice it, e.g. inputs[:, :8]"
-        )
     labels = _check_tokens("tokens", tokens, t)
     query = _check_index("query", query, t)
-    x = inputs.detach().to("cpu", torch.float32)
+    x = _floats(inputs)
     scores = x @ x.T  # (t, d_in) @ (d_in, t) -> (t, t)
     weights = torch.softmax(scores, dim=-1)  # (t, t)
     context = weights @ x  # (t, t) @ (t, d_in) -> (t, d_in)
@@ -527,7 +488,7 @@ def draw_attention_matrices(
     height = t * cell + 0.95
     width = label_room + (2 * d_in + 2 * t) * cell + 3 * arrow_room + 0.1
     blocks = (
-        (x, ROLE_COLOURS["input"], "$X$", "x X^T"),
+        (x, ROLE_COLOURS["input"], "$X$", "$X X^{\\top}$"),
         (scores, ROLE_COLOURS["key"], r"scores $\omega$", "softmax\nper row"),
         (weights, ROLE_COLOURS["value"], r"weights $\alpha$", "@ X"),
         (context, ROLE_COLOURS["output"], "$Z$", None),
@@ -535,48 +496,21 @@ def draw_attention_matrices(
     with _figure(width, height) as (fig, ax):
         top = height - 0.45
         for i, label in enumerate(labels):
-            ax.text(
-                label_room - 0.05,
-                top - (i + 0.5) * cell,
-                label,
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-                color=ROLE_COLOURS["query"] if i == query else "black",
-            )
+            colour = ROLE_COLOURS["query"] if i == query else "black"
+            _text(ax, label_room - 0.05, top - (i + 0.5) * cell, label, ha="right", color=colour)
         left = label_room
         for matrix, colour, name, step in blocks:
             w, h = _block(ax, left, top, matrix, cell, colour)
+            row = (left, top - (query + 1) * cell)  # the query's row, framed
             ax.add_patch(
-                Rectangle(
-                    (left, top - (query + 1) * cell),
-                    w,
-                    cell,
-                    fill=False,
-                    lw=2.2,
-                    edgecolor=ROLE_COLOURS["query"],
-                )
+                Rectangle(row, w, cell, fill=False, lw=2.2, edgecolor=ROLE_COLOURS["query"])
             )
-            ax.text(left + w / 2, top + 0.08, name, ha="center", va="bottom", fontsize=_LABEL_PT)
-            ax.text(
-                left + w / 2,
-                top - h - 0.08,
-                str(tuple(matrix.shape)),
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, left + w / 2, top + 0.08, name, va="bottom", size=_LABEL_PT)
+            _text(ax, left + w / 2, top - h - 0.08, str(tuple(matrix.shape)), va="top")
             left += w
             if step is not None:
                 _arrow(ax, (left + 0.08, top - h / 2), (left + arrow_room - 0.08, top - h / 2))
-                ax.text(
-                    left + arrow_room / 2,
-                    top - h / 2 + 0.08,
-                    step.replace("x X^T", "$X X^{\\top}$"),
-                    ha="center",
-                    va="bottom",
-                    fontsize=_FONT_PT,
-                )
+                _text(ax, left + arrow_room / 2, top - h / 2 + 0.08, step, va="bottom")
                 left += arrow_room
     return fig
 
@@ -618,14 +552,10 @@ def draw_projections(
     """
     inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
     t, d_in = inputs.shape
-    _check_tokens_axis("inputs", inputs, t, _TOKENS_UP_TO)
+    _check_tokens_axis("inputs", inputs)
     weights = {}
     for name, w in (("w_query", w_query), ("w_key", w_key), ("w_value", w_value)):
-        weights[name] = (
-            check_tensor(name, w, ranks=(2,), shape_names=("(d_in, d_out)",))
-            .detach()
-            .to("cpu", torch.float32)
-        )
+        weights[name] = _floats(check_tensor(name, w, ranks=(2,), shape_names=("(d_in, d_out)",)))
         if weights[name].shape[0] != d_in:
             raise ValueError(
                 f"{name}: expected shape (d_in, d_out) with d_in={d_in} like inputs, got shape "
@@ -643,7 +573,7 @@ def draw_projections(
                 f"{name}: expected at most 8 columns to draw legibly, got {size}; draw a "
                 f"small example"
             )
-    x = inputs.detach().to("cpu", torch.float32)
+    x = _floats(inputs)
     products = {
         "query": x @ weights["w_query"],  # (t, d_in) @ (d_in, d_out) -> (t, d_out)
         "key": x @ weights["w_key"],  # (t, d_in) @ (d_in, d_out) -> (t, d_out)
@@ -662,75 +592,50 @@ def draw_projections(
     height = top_height + bottom_height + 0.2
     letters = {"query": ("Q", "W_q"), "key": ("K", "W_k"), "value": ("V", "W_v")}
 
-    def shape_label(left: float, w: float, bottom: float, name: str, shape: tuple) -> None:
-        ax.text(
-            left + w / 2, bottom - 0.08, f"${name}$", ha="center", va="top", fontsize=_LABEL_PT + 1
-        )
-        ax.text(
-            left + w / 2, bottom - 0.33, str(tuple(shape)), ha="center", va="top", fontsize=_FONT_PT
-        )
+    def labelled(
+        left: float, top: float, matrix: torch.Tensor, c: float, colour: str, name: str
+    ) -> float:
+        """A block with its name and shape below it; returns its width."""
+        w, h = _block(ax, left, top, matrix, c, colour)
+        _text(ax, left + w / 2, top - h - 0.08, f"${name}$", va="top", size=_LABEL_PT + 1)
+        _text(ax, left + w / 2, top - h - 0.33, str(tuple(matrix.shape)), va="top")
+        return w
 
     with _figure(width, height) as (fig, ax):
         top = height - 0.35
-        ax.text(
-            0.05, height - 0.15, "1. project: one product per role", fontsize=_LABEL_PT, va="center"
+        _text(
+            ax, 0.05, height - 0.15, "1. project: one product per role", ha="left", size=_LABEL_PT
         )
         left = 0.1
-        w, h = _block(ax, left, top, x, cell, ROLE_COLOURS["input"])
-        shape_label(left, w, top - h, "X", x.shape)
-        left += w + 0.35
+        left += labelled(left, top, x, cell, ROLE_COLOURS["input"], "X") + 0.35
         for role, (letter, w_name) in letters.items():
             matrix = weights[f"w_{role}"]
-            ax.text(
-                left - 0.02, top - t * cell / 2, "X @", ha="left", va="center", fontsize=_LABEL_PT
-            )
+            _text(ax, left - 0.02, top - t * cell / 2, "X @", ha="left", size=_LABEL_PT)
             left += 0.42
-            w, h = _block(ax, left, top, matrix, cell, ROLE_COLOURS[role])
-            shape_label(left, w, top - h, w_name, matrix.shape)
-            ax.text(
-                left + w + 0.12,
-                top - t * cell / 2,
-                "=",
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT,
-            )
+            w = labelled(left, top, matrix, cell, ROLE_COLOURS[role], w_name)
+            _text(ax, left + w + 0.12, top - t * cell / 2, "=", size=_LABEL_PT)
             left += w + 0.25
-            w, h = _block(ax, left, top, products[role], cell, ROLE_COLOURS[role])
-            shape_label(left, w, top - h, letter, products[role].shape)
-            left += w + 0.35
+            left += labelled(left, top, products[role], cell, ROLE_COLOURS[role], letter) + 0.35
         top = bottom_height - 0.35
-        ax.text(
+        _text(
+            ax,
             0.05,
             bottom_height - 0.1,
-            rf"2. score: $Q K^\top / \sqrt{{d_k}}$, "
-            rf"$d_k = {d_k}$",
-            fontsize=_LABEL_PT,
-            va="center",
+            rf"2. score: $Q K^\top / \sqrt{{d_k}}$, $d_k = {d_k}$",
+            ha="left",
+            size=_LABEL_PT,
         )
         left = 0.3
         c = bottom_cell
-        w, h = _block(ax, left, top, products["query"], c, ROLE_COLOURS["query"])
-        shape_label(left, w, top - h, "Q", products["query"].shape)
-        ax.text(left + w + 0.15, top - t * c / 2, "@", ha="center", va="center", fontsize=_LABEL_PT)
+        w = labelled(left, top, products["query"], c, ROLE_COLOURS["query"], "Q")
+        _text(ax, left + w + 0.15, top - t * c / 2, "@", size=_LABEL_PT)
         left += w + 0.3
-        w, h = _block(ax, left, top, products["key"].T, c, ROLE_COLOURS["key"])
-        shape_label(left, w, top - h, r"K^\top", products["key"].T.shape)
-        ax.text(
-            left + w + 0.45,
-            top - t * c / 2,
-            rf"$/\sqrt{{{d_k}}}$ =",
-            ha="center",
-            va="center",
-            fontsize=_LABEL_PT,
-        )
+        w = labelled(left, top, products["key"].T, c, ROLE_COLOURS["key"], r"K^\top")
+        _text(ax, left + w + 0.45, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=_LABEL_PT)
         left += w + 0.9
-        w, h = _block(ax, left, top, scaled, c, "#000000")
-        shape_label(left, w, top - h, r"\omega / \sqrt{d_k}", scaled.shape)
-        ax.text(left + w + 0.1, top - c / 2, "row i: query i", fontsize=_FONT_PT, va="center")
-        ax.text(
-            left + w + 0.1, top - 1.5 * c - 0.05, "column j: key j", fontsize=_FONT_PT, va="center"
-        )
+        w = labelled(left, top, scaled, c, "#000000", r"\omega / \sqrt{d_k}")
+        _text(ax, left + w + 0.1, top - c / 2, "row i: query i", ha="left")
+        _text(ax, left + w + 0.1, top - 1.5 * c - 0.05, "column j: key j", ha="left")
     return fig
 
 
@@ -774,7 +679,7 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
             f"mask: expected a square (t, t) mask with t >= 2, got shape {tuple(mask.shape)}"
         )
     t = mask.shape[0]
-    _check_tokens_axis("mask", mask, t, _TOKENS_UP_TO)
+    _check_tokens_axis("mask", mask)
     labels = _check_tokens("tokens", tokens, t)
     hidden = mask.detach().cpu()
     cell = 0.27
@@ -787,120 +692,64 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
         top = height - 0.55
         left = 0.95
         for i in range(t):
-            ax.text(
-                left - 0.06,
-                top - (i + 0.5) * cell,
-                labels[i],
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, left - 0.06, top - (i + 0.5) * cell, labels[i], ha="right")
             for j in range(t):
                 forbidden = bool(hidden[i, j])
-                ax.add_patch(
-                    Rectangle(
-                        (left + j * cell, top - (i + 1) * cell),
-                        cell,
-                        cell,
-                        facecolor=ROLE_COLOURS["mask"]
-                        if forbidden
-                        else _tint(ROLE_COLOURS["key"], 0.35),
-                        edgecolor="white",
-                    )
-                )
+                face = ROLE_COLOURS["mask"] if forbidden else _tint(ROLE_COLOURS["key"], 0.35)
+                _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white")
                 if forbidden:
-                    ax.text(
-                        left + (j + 0.5) * cell,
-                        top - (i + 0.5) * cell,
-                        "×",
-                        ha="center",
-                        va="center",
-                        color="white",
-                        fontsize=_FONT_PT,
-                    )
+                    _cell_text(ax, left, top, i, j, cell, "×", color="white")
         for j in range(t):
-            ax.text(
-                left + (j + 0.5) * cell,
-                top + 0.05,
-                str(j),
-                ha="center",
-                va="bottom",
-                fontsize=_FONT_PT,
-            )
-        ax.text(left + t * cell / 2, top + 0.27, "key j (sender)", ha="center", fontsize=_FONT_PT)
-        ax.text(
-            left + t * cell / 2,
-            top - t * cell - 0.1,
-            "row i: query (receiver)",
-            ha="center",
-            va="top",
-            fontsize=_FONT_PT,
-        )
-        ax.text(
-            left + t * cell / 2,
-            top - t * cell - 0.33,
-            "× = True: forbidden",
-            ha="center",
-            va="top",
-            fontsize=_FONT_PT,
-            color=ROLE_COLOURS["mask"],
+            _text(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
+        centre, bottom = left + t * cell / 2, top - t * cell
+        _text(ax, centre, top + 0.27, "key j (sender)", va="baseline")
+        _text(ax, centre, bottom - 0.1, "row i: query (receiver)", va="top")
+        _text(
+            ax, centre, bottom - 0.33, "× = True: forbidden", va="top", color=ROLE_COLOURS["mask"]
         )
         base = height / 2 + 0.1
         xs = [graph_left + i * spacing for i in range(t)]
         for i in range(t):
             for j in range(t):
-                if i == j:
-                    if not hidden[i, j]:
-                        _arrow(
-                            ax,
-                            (xs[i] - 0.07, base + 0.14),
-                            (xs[i] + 0.07, base + 0.14),
-                            colour=ROLE_COLOURS["key"],
-                            rad=-2.4,
-                            lw=1.2,
-                        )
-                    continue
                 allowed = not bool(hidden[i, j])
+                if i == j:  # a loop above the node
+                    if allowed:
+                        start, end = (xs[i] - 0.07, base + 0.14), (xs[i] + 0.07, base + 0.14)
+                        _arrow(ax, start, end, colour=ROLE_COLOURS["key"], rad=-2.4, lw=1.2)
+                    continue
+                y = base + (0.14 if allowed else -0.42)
                 _arrow(
                     ax,
-                    (xs[j], base + (0.14 if allowed else -0.42)),
-                    (xs[i], base + (0.14 if allowed else -0.42)),
+                    (xs[j], y),
+                    (xs[i], y),
                     colour=ROLE_COLOURS["key"] if allowed else ROLE_COLOURS["mask"],
                     rad=-0.4,
                     lw=1.3 if allowed else 0.9,
                     alpha=0.9 if allowed else 0.55,
                     linestyle="-" if allowed else (0, (3, 2)),
                 )
+        tilt = 30 if spacing < 0.6 else 0
         for i in range(t):
             ax.add_patch(
                 plt.Circle((xs[i], base), 0.13, facecolor="white", edgecolor="black", zorder=3)
             )
-            ax.text(xs[i], base, str(i), ha="center", va="center", fontsize=_FONT_PT, zorder=4)
-            ax.text(
-                xs[i],
-                base - 0.2,
-                labels[i],
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-                rotation=30 if spacing < 0.6 else 0,
-                zorder=4,
-            )
+            _text(ax, xs[i], base, str(i), zorder=4)
+            _text(ax, xs[i], base - 0.2, labels[i], va="top", rotation=tilt, zorder=4)
         mid = (xs[0] + xs[-1]) / 2
-        ax.text(
+        _text(
+            ax,
             mid,
             height - 0.2,
             "allowed: earlier → later (and itself)",
-            ha="center",
-            fontsize=_FONT_PT,
+            va="baseline",
             color="black",
         )
-        ax.text(
+        _text(
+            ax,
             mid,
             0.12,
             "forbidden by the mask: later → earlier",
-            ha="center",
-            fontsize=_FONT_PT,
+            va="baseline",
             color=ROLE_COLOURS["mask"],
         )
     return fig
@@ -939,8 +788,7 @@ def draw_dropout(
     Used in chapter 3.
     """
     weights = _check_weights("weights", weights, (1,), ("(s,)",))
-    dropped = check_tensor("dropped", dropped, ranks=(1,), shape_names=("(s,)",))
-    dropped = dropped.detach().to("cpu", torch.float32)
+    dropped = _floats(check_tensor("dropped", dropped, ranks=(1,), shape_names=("(s,)",)))
     if dropped.shape != weights.shape:
         raise ValueError(
             f"dropped: expected the shape of weights {tuple(weights.shape)}, got "
@@ -951,7 +799,7 @@ def draw_dropout(
     if not 0.0 < float(p) < 1.0:
         raise ValueError(f"p: expected a float in (0, 1), got {p}")
     s = weights.shape[0]
-    _check_tokens_axis("weights", weights, s, _TOKENS_UP_TO)
+    _check_tokens_axis("weights", weights)
     labels = _check_tokens("tokens", tokens, s)
     kept = dropped != 0
     if not torch.allclose(dropped[kept], weights[kept] / (1 - p), rtol=1e-4, atol=1e-6):
@@ -972,96 +820,52 @@ def draw_dropout(
             (2.25, dropped, f"after dropout\n(p = {p:g})"),
         )
         for base, row, name in rows:
-            ax.text(
-                left - 0.15, base + bar_height / 2, name, ha="right", va="center", fontsize=_FONT_PT
-            )
+            _text(ax, left - 0.15, base + bar_height / 2, name, ha="right")
             for j in range(s):
                 centre = left + (j + 0.5) * spacing
                 value = float(row[j])
                 zero = row is dropped and not bool(kept[j])
+                bar = max(bar_height * value / top_scale, 0.02)
+                face = _tint(ROLE_COLOURS["value"], 0.55)
                 ax.add_patch(
-                    Rectangle(
-                        (centre - spacing * 0.3, base),
-                        spacing * 0.6,
-                        max(bar_height * value / top_scale, 0.02),
-                        facecolor=_tint(ROLE_COLOURS["value"], 0.55),
-                    )
+                    Rectangle((centre - spacing * 0.3, base), spacing * 0.6, bar, facecolor=face)
                 )
-                ax.text(
-                    centre,
-                    base - 0.04,
-                    f"{value:.2f}",
-                    ha="center",
-                    va="top",
-                    fontsize=_CELL_PT,
-                    color=ROLE_COLOURS["mask"] if zero else "black",
-                )
+                ink = ROLE_COLOURS["mask"] if zero else "black"
+                _text(ax, centre, base - 0.04, f"{value:.2f}", va="top", size=_CELL_PT, color=ink)
                 if zero:
-                    ax.text(
-                        centre,
-                        base + 0.2,
-                        "×",
-                        ha="center",
-                        va="center",
-                        fontsize=16,
-                        color=ROLE_COLOURS["mask"],
-                    )
-        ax.text(
+                    _text(ax, centre, base + 0.2, "×", size=16, color=ROLE_COLOURS["mask"])
+        _text(
+            ax,
             left + s * spacing / 2,
             2.98,
-            rf"each kept weight $\times\,1/(1-p) = {1 / (1 - p):.3g}$; "
-            "dropped ones are 0",
-            ha="center",
-            va="center",
-            fontsize=_FONT_PT,
+            rf"each kept weight $\times\,1/(1-p) = {1 / (1 - p):.3g}$; dropped ones are 0",
         )
         for j in range(s):
             centre = left + (j + 0.5) * spacing
-            alive = bool(kept[j])
+            alive = bool(kept[j])  # faded where the weight was dropped
+            edge = "black" if alive else "#bbbbbb"
             ax.add_patch(
                 Rectangle(
                     (centre - spacing * 0.3, 1.05),
                     spacing * 0.6,
                     0.38,
                     facecolor=_tint(ROLE_COLOURS["value"], 0.75 if alive else 0.12),
-                    edgecolor="black" if alive else "#bbbbbb",
+                    edgecolor=edge,
                     linestyle="-" if alive else "--",
                 )
             )
-            ax.text(
-                centre,
-                1.24,
-                f"$v^{{({j})}}$",
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT,
-                color="white" if alive else "#999999",
-            )
-            ax.text(
-                centre,
-                0.98,
-                labels[j],
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-                rotation=30 if spacing < 0.7 else 0,
-            )
-            _arrow(
-                ax,
-                (centre, 2.03),
-                (centre, 1.46),
-                lw=1.4 if alive else 0.8,
-                colour="black" if alive else "#bbbbbb",
-                linestyle="-" if alive else (0, (2, 2)),
-            )
-        ax.text(left - 0.15, 1.24, "value rows", ha="right", va="center", fontsize=_FONT_PT)
-        ax.text(
+            ink = "white" if alive else "#999999"
+            _text(ax, centre, 1.24, f"$v^{{({j})}}$", size=_LABEL_PT, color=ink)
+            _text(ax, centre, 0.98, labels[j], va="top", rotation=30 if spacing < 0.7 else 0)
+            lw, dashes = (1.4, "-") if alive else (0.8, (0, (2, 2)))
+            _arrow(ax, (centre, 2.03), (centre, 1.46), lw=lw, colour=edge, linestyle=dashes)
+        _text(ax, left - 0.15, 1.24, "value rows", ha="right")
+        _text(
+            ax,
             left + s * spacing / 2,
             0.2,
             r"context vector $z = \sum_j$ (weight after dropout) $\cdot\, v^{(j)}$",
-            ha="center",
-            va="center",
-            fontsize=_LABEL_PT,
+            size=_LABEL_PT,
             color="black",
         )
     return fig
@@ -1077,38 +881,21 @@ def _head_cells(
     left: float,
     top: float,
     rows: int,
-    cols: int,
     cell: float,
     heads_of: list[int],
     features: Sequence[int] | None = None,
 ) -> None:
-    """A (rows, cols) grid whose column c is coloured by head heads_of[c].
+    """A grid of ``rows`` rows whose column c is coloured by head heads_of[c].
 
     With ``features``, each cell of column c is numbered features[c], the feature it holds.
     """
     for i in range(rows):
         for j, head in enumerate(heads_of):
             if features is not None:
-                ax.text(
-                    left + (j + 0.5) * cell,
-                    top - (i + 0.5) * cell,
-                    str(features[j]),
-                    ha="center",
-                    va="center",
-                    fontsize=_CELL_PT,
-                    zorder=3,
-                )
-            ax.add_patch(
-                Rectangle(
-                    (left + j * cell, top - (i + 1) * cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(HEAD_COLOURS[head % 8], 0.55),
-                    edgecolor="white",
-                    lw=0.8,
-                )
-            )
-    ax.add_patch(Rectangle((left, top - rows * cell), cols * cell, rows * cell, fill=False, lw=1.0))
+                _cell_text(ax, left, top, i, j, cell, str(features[j]), size=_CELL_PT)
+            face = _tint(HEAD_COLOURS[head % 8], 0.55)
+            _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.8)
+    _frame(ax, left, top, rows, len(heads_of), cell, lw=1.0)
 
 
 def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
@@ -1149,62 +936,41 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
     gap = cell * 0.6
     height = t * cell + 1.6
     width = _WIDTH
+
+    def heads(left: float, gap: float, named: bool) -> float:
+        """Each head's columns, ``gap`` inches apart, named when ``named``; returns their span."""
+        for head in range(num_heads):
+            x0 = left + head * (d_h * cell + gap)
+            features = range(head * d_h, (head + 1) * d_h) if numbered else None
+            _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
+            if named:
+                x, y = x0 + d_h * cell / 2, top - t * cell - 0.05
+                tilt = 90 if d_h * cell + gap < 0.55 else 0
+                _text(
+                    ax, x, y, f"head {head}", va="top", color=HEAD_COLOURS[head % 8], rotation=tilt
+                )
+        return num_heads * d_h * cell + (num_heads - 1) * gap
+
     with _figure(width, height) as (fig, ax):
         top = height - 0.75
         # 1. (t, d_out)
         left = 0.2
-        _head_cells(ax, left, top, t, d_out, cell, heads_of, range(d_out) if numbered else None)
-        ax.text(
-            left + d_out * cell / 2,
-            top + 0.12,
-            f"(b, t, d_out)\n= ({b}, {t}, {d_out})",
-            ha="center",
-            va="bottom",
-            fontsize=_FONT_PT,
-        )
+        _head_cells(ax, left, top, t, cell, heads_of, range(d_out) if numbered else None)
+        shape = f"(b, t, d_out)\n= ({b}, {t}, {d_out})"
+        _text(ax, left + d_out * cell / 2, top + 0.12, shape, va="bottom")
         ends = [left + d_out * cell]
         # 2. (t, h, d_h): the same row, cut into groups
         left = ends[0] + 1.15
-        for head in range(num_heads):
-            features = range(head * d_h, (head + 1) * d_h) if numbered else None
-            x0 = left + head * (d_h * cell + gap)
-            _head_cells(ax, x0, top, t, d_h, cell, [head] * d_h, features)
-        span = num_heads * d_h * cell + (num_heads - 1) * gap
-        ax.text(
-            left + span / 2,
-            top + 0.12,
-            f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})",
-            ha="center",
-            va="bottom",
-            fontsize=_FONT_PT,
-        )
+        span = heads(left, gap, named=False)
+        shape = f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})"
+        _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
         starts = [left]
         ends.append(left + span)
         # 3. (h, t, d_h): one matrix per head, side by side with a wider gap
         left = ends[1] + 1.15
-        for head in range(num_heads):
-            x0 = left + head * (d_h * cell + 0.3)
-            features = range(head * d_h, (head + 1) * d_h) if numbered else None
-            _head_cells(ax, x0, top, t, d_h, cell, [head] * d_h, features)
-            ax.text(
-                x0 + d_h * cell / 2,
-                top - t * cell - 0.05,
-                f"head {head}",
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-                color=HEAD_COLOURS[head % 8],
-                rotation=90 if d_h * cell + 0.3 < 0.55 else 0,
-            )
-        span = num_heads * d_h * cell + (num_heads - 1) * 0.3
-        ax.text(
-            left + span / 2,
-            top + 0.12,
-            f"(b, h, t, d_h)\n= ({b}, {num_heads}, {t}, {d_h})",
-            ha="center",
-            va="bottom",
-            fontsize=_FONT_PT,
-        )
+        span = heads(left, 0.3, named=True)
+        shape = f"(b, h, t, d_h)\n= ({b}, {num_heads}, {t}, {d_h})"
+        _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
         starts.append(left)
         middle = top - t * cell / 2
         for (x0, x1), split, merge in (
@@ -1212,26 +978,16 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             ((ends[1], starts[1]), "transpose\n(1, 2)", "transpose(1, 2)\n.contiguous()"),
         ):
             _arrow(ax, (x0 + 0.08, middle + 0.25), (x1 - 0.08, middle + 0.25))
-            ax.text(
-                (x0 + x1) / 2, middle + 0.33, split, ha="center", va="bottom", fontsize=_FONT_PT
-            )
+            _text(ax, (x0 + x1) / 2, middle + 0.33, split, va="bottom")
             _arrow(ax, (x1 - 0.08, middle - 0.25), (x0 + 0.08, middle - 0.25), colour="#555555")
-            ax.text(
-                (x0 + x1) / 2,
-                middle - 0.33,
-                merge,
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-                color="#555555",
-            )
-        ax.text(
+            _text(ax, (x0 + x1) / 2, middle - 0.33, merge, va="top", color="#555555")
+        _text(
+            ax,
             0.2,
             0.2,
-            "one sequence of the batch: a row per token, a number per feature, a colour per "
-            "head\n→ split the heads    ← merge them back",
-            fontsize=_FONT_PT,
-            va="center",
+            "one sequence of the batch: a row per token, a number per feature, a colour per head\n"
+            "→ split the heads    ← merge them back",
+            ha="left",
         )
     return fig
 
@@ -1243,7 +999,7 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
     ``(d_in, d_h)`` query, key and value weights, run one after another, their outputs
     concatenated. Right, ``MultiHeadAttention``: one ``(d_in, h * d_h)`` matrix per role
     whose column blocks are the heads' matrices side by side, one product for all heads,
-    then split. Matrices are coloured by head and outlined in their role's colour.
+    then split. Matrices are coloured by head and named by role.
 
     Args:
         d_in: the input size, 1 to 8.
@@ -1264,21 +1020,17 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
     num_heads = _check_count("num_heads", num_heads, 4, "heads")
     d_out = num_heads * d_h
     cell = min(0.22, 1.3 / (3 * d_h), 2.0 / (3 * d_out))
-    roles = (("query", "W_q"), ("key", "W_k"), ("value", "W_v"))
+    names = ("W_q", "W_k", "W_v")
     head_height = d_in * cell + 0.45
     height = num_heads * head_height + 1.35
     width = _WIDTH
     split = 3.45
 
-    def matrix(left: float, top: float, cols_of: list[int], role: str) -> float:
-        _head_cells(ax, left, top, d_in, len(cols_of), cell, cols_of)
-        ax.text(
-            left + len(cols_of) * cell / 2,
-            top + 0.03,
-            f"${dict(roles)[role]}$",
-            ha="center",
-            va="bottom",
-            fontsize=_LABEL_PT,
+    def matrix(left: float, top: float, cols_of: list[int], name: str) -> float:
+        """A weight matrix, its column c coloured by head cols_of[c]; returns its width."""
+        _head_cells(ax, left, top, d_in, cell, cols_of)
+        _text(
+            ax, left + len(cols_of) * cell / 2, top + 0.03, f"${name}$", va="bottom", size=_LABEL_PT
         )
         return len(cols_of) * cell
 
@@ -1287,53 +1039,38 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
             (split / 2, "MultiHeadAttentionWrapper:\nh heads, each with its own weights"),
             ((split + width) / 2, "MultiHeadAttention:\none wide matrix per role"),
         ):
-            ax.text(centre, height - 0.1, text, ha="center", va="top", fontsize=_FONT_PT)
+            _text(ax, centre, height - 0.1, text, va="top")
         ax.plot([split - 0.1] * 2, [0.1, height - 0.1], color="#bbbbbb", lw=1)
         top = height - 0.8
         for head in range(num_heads):
             y = top - head * head_height
-            ax.text(
-                0.05,
-                y - d_in * cell / 2,
-                f"head {head}",
-                va="center",
-                fontsize=_FONT_PT,
-                color=HEAD_COLOURS[head % 8],
-            )
+            middle, colour = y - d_in * cell / 2, HEAD_COLOURS[head % 8]
+            _text(ax, 0.05, middle, f"head {head}", ha="left", color=colour)
             left = 0.7
-            for role, _ in roles:
-                left += matrix(left, y, [head] * d_h, role) + 0.25
-            _arrow(ax, (left - 0.15, y - d_in * cell / 2), (left + 0.25, y - d_in * cell / 2))
-            ax.text(
-                left + 0.3,
-                y - d_in * cell / 2,
-                f"(b, t, {d_h})",
-                va="center",
-                fontsize=_FONT_PT,
-                color=HEAD_COLOURS[head % 8],
-            )
-        ax.text(
+            for name in names:
+                left += matrix(left, y, [head] * d_h, name) + 0.25
+            _arrow(ax, (left - 0.15, middle), (left + 0.25, middle))
+            _text(ax, left + 0.3, middle, f"(b, t, {d_h})", ha="left", color=colour)
+        _text(
+            ax,
             split / 2,
             0.1,
             f"each $W$: $(d_{{in}}, d_h) = ({d_in}, {d_h})$;\n"
             f"outputs concatenated: (b, t, {d_out})",
-            ha="center",
             va="bottom",
-            fontsize=_FONT_PT,
         )
         left = split + 0.2
         cols = [c // d_h for c in range(d_out)]
-        for role, _ in roles:
-            left += matrix(left, top, cols, role) + 0.25
-        ax.text(
+        for name in names:
+            left += matrix(left, top, cols, name) + 0.25
+        _text(
+            ax,
             (split + width) / 2,
             top - d_in * cell - 0.2,
             f"each $W$: $(d_{{in}}, h \\cdot d_h) = ({d_in}, {d_out})$,\n"
             "the heads' matrices side by side:\none product per role for all heads,\n"
             f"then view and transpose: (b, {num_heads}, t, {d_h})",
-            ha="center",
             va="top",
-            fontsize=_FONT_PT,
         )
     return fig
 
@@ -1376,11 +1113,7 @@ def plot_attention_lines(
     stack = _check_weights("weights", weights, (2, 3), ("(t, s)", "(h, t, s)"))
     if stack.dim() == 2:
         stack = stack[None]  # (1, t, s)
-    h, t, s = stack.shape
-    if h == 0 or t == 0:
-        raise ValueError(
-            f"weights: expected at least one head and one query, got shape {tuple(stack.shape)}"
-        )
+    h, t, s = stack.shape  # none is 0: _check_weights refuses an empty tensor
     if h > _LINE_HEADS_UP_TO:
         raise ValueError(
             f"weights: expected at most {_LINE_HEADS_UP_TO} heads to draw legibly, got {h}; "
@@ -1405,46 +1138,26 @@ def plot_attention_lines(
     panel_height = max(t, s) * step + 0.6
     longest = max(len(label) for label in rows_labels + cols_labels)
     # Two heads need no more than 5.2 inches: a narrower figure is scaled down less on a phone.
-    panel_width = min(2.6, (_WIDTH) / cols)
+    panel_width = min(2.6, _WIDTH / cols)
     width = cols * panel_width
     label_room = min(0.1 + 0.075 * longest, panel_width * 0.3)
     height = grid_rows * panel_height + (0.35 if title else 0.05) + 0.3
     with _figure(width, height) as (fig, ax):
-        ax.text(
-            0.05,
-            0.15,
-            "queries on the left, keys on the right; a line's opacity is its weight",
-            va="center",
-            fontsize=_FONT_PT,
-            color="#444444",
-        )
+        key = "queries on the left, keys on the right; a line's opacity is its weight"
+        _text(ax, 0.05, 0.15, key, ha="left", color="#444444")
         if title:
-            ax.text(
-                width / 2,
-                height - 0.17,
-                title,
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT + 1,
-            )
+            _text(ax, width / 2, height - 0.17, title, size=_LABEL_PT + 1)
         for head in range(h):
             row, col = divmod(head, cols)
             x0 = col * panel_width + label_room + 0.05
             x1 = (col + 1) * panel_width - label_room - 0.05
             top = height - (0.35 if title else 0.05) - row * panel_height - 0.35
             colour = HEAD_COLOURS[head % 8]
-            ax.text(
-                (x0 + x1) / 2,
-                top + 0.18,
-                names[head],
-                ha="center",
-                va="center",
-                fontsize=_LABEL_PT,
-                color=colour,
-                fontweight="bold",
+            name = names[head]
+            _text(
+                ax, (x0 + x1) / 2, top + 0.18, name, size=_LABEL_PT, color=colour, fontweight="bold"
             )
-            ys_q = [top - i * step for i in range(t)]
-            ys_k = [top - j * step for j in range(s)]
+            ys = [top - i * step for i in range(max(t, s))]  # queries' and keys' rows alike
             # One collection per head: 8 heads of 32 tokens are 8192 lines, which as separate
             # Line2D objects took seconds to draw. Weights under 0.01 would be invisible.
             red, green, blue = to_rgb(colour)
@@ -1454,19 +1167,15 @@ def plot_attention_lines(
                 for j in range(s):
                     alpha = matrix[i][j]
                     if alpha > 0.01:
-                        segments.append([(x0, ys_q[i]), (x1, ys_k[j])])
+                        segments.append([(x0, ys[i]), (x1, ys[j])])
                         colours.append((red, green, blue, min(alpha, 1.0)))
             ax.add_collection(
                 LineCollection(segments, colors=colours, linewidths=2.0, capstyle="round")
             )
             for i in range(t):
-                ax.text(
-                    x0 - 0.05, ys_q[i], rows_labels[i], ha="right", va="center", fontsize=_FONT_PT
-                )
+                _text(ax, x0 - 0.05, ys[i], rows_labels[i], ha="right")
             for j in range(s):
-                ax.text(
-                    x1 + 0.05, ys_k[j], cols_labels[j], ha="left", va="center", fontsize=_FONT_PT
-                )
+                _text(ax, x1 + 0.05, ys[j], cols_labels[j], ha="left")
     fig.axes[0].set_label("line view")
     return fig
 
@@ -1527,69 +1236,22 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
     height = 3.0
     values = [float(v) for v in storage.tolist()]
     with _figure(width, height) as (fig, ax):
-        ax.text(
-            width / 2,
-            height - 0.15,
-            f"{name}: shape {tuple(x.shape)}, stride {tuple(stride)}",
-            ha="center",
-            va="center",
-            fontsize=_LABEL_PT,
-        )
+        title = f"{name}: shape {tuple(x.shape)}, stride {tuple(stride)}"
+        _text(ax, width / 2, height - 0.15, title, size=_LABEL_PT)
         top = height - 0.45
-        ax.text(0.2, top + 0.08, "storage", fontsize=_FONT_PT, va="bottom")
+        _text(ax, 0.2, top + 0.08, "storage", ha="left", va="bottom")
+        faces = {role: _tint(ROLE_COLOURS[role], 0.3) for role in ("input", "output")}
         for k in range(n):
-            ax.add_patch(
-                Rectangle(
-                    (0.2 + k * cell, top - cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(ROLE_COLOURS["input"], 0.3),
-                    edgecolor="black",
-                )
-            )
-            ax.text(
-                0.2 + (k + 0.5) * cell,
-                top - cell * 0.4,
-                f"{values[k]:g}",
-                ha="center",
-                va="center",
-                fontsize=_CELL_PT,
-            )
-            ax.text(
-                0.2 + (k + 0.5) * cell,
-                top - cell - 0.04,
-                f"[{k}]",
-                ha="center",
-                va="top",
-                fontsize=_CELL_PT,
-                color="#555555",
-            )
+            _cell(ax, 0.2, top, 0, k, cell, facecolor=faces["input"], edgecolor="black")
+            centre = 0.2 + (k + 0.5) * cell
+            _text(ax, centre, top - cell * 0.4, f"{values[k]:g}", size=_CELL_PT)
+            _text(ax, centre, top - cell - 0.04, f"[{k}]", va="top", size=_CELL_PT, color="#555555")
         low = 1.25
-        ax.text(
-            0.2,
-            low + 0.08,
-            f"{name} read row by row, as view(-1) must read it",
-            fontsize=_FONT_PT,
-            va="bottom",
-        )
+        title = f"{name} read row by row, as view(-1) must read it"
+        _text(ax, 0.2, low + 0.08, title, ha="left", va="bottom")
         for r, k in enumerate(order):
-            ax.add_patch(
-                Rectangle(
-                    (0.2 + r * cell, low - cell),
-                    cell,
-                    cell,
-                    facecolor=_tint(ROLE_COLOURS["output"], 0.3),
-                    edgecolor="black",
-                )
-            )
-            ax.text(
-                0.2 + (r + 0.5) * cell,
-                low - cell / 2,
-                f"{values[k]:g}",
-                ha="center",
-                va="center",
-                fontsize=_CELL_PT,
-            )
+            _cell(ax, 0.2, low, 0, r, cell, facecolor=faces["output"], edgecolor="black")
+            _cell_text(ax, 0.2, low, 0, r, cell, f"{values[k]:g}", size=_CELL_PT)
             ax.plot(
                 [0.2 + (k + 0.5) * cell, 0.2 + (r + 0.5) * cell],
                 [top - cell - 0.22, low + 0.32],
@@ -1599,32 +1261,18 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
             )
         expected = jumps[0] if jumps else 1
         for r, jump in enumerate(jumps):
-            odd = jump != expected
-            ax.text(
-                0.2 + (r + 1) * cell,
-                low - cell - 0.12,
-                f"{jump:+d}",
-                ha="center",
-                va="top",
-                fontsize=_CELL_PT,
-                color=ROLE_COLOURS["mask"] if odd else "black",
-                fontweight="bold" if odd else "normal",
+            colour, weight = (
+                (ROLE_COLOURS["mask"], "bold") if jump != expected else ("black", "normal")
             )
+            x, y = 0.2 + (r + 1) * cell, low - cell - 0.12
+            _text(ax, x, y, f"{jump:+d}", va="top", size=_CELL_PT, color=colour, fontweight=weight)
         verdict = (
             f"every jump is {expected:+d}: one stride covers the flat tensor, view(-1) works"
             if flat
             else f"jumps of {', '.join(f'{j:+d}' for j in sorted(set(jumps)))}: no single "
             "stride reads this order, so view(-1) fails"
         )
-        ax.text(
-            width / 2,
-            0.18,
-            verdict,
-            ha="center",
-            va="center",
-            fontsize=_FONT_PT,
-            color="black" if flat else ROLE_COLOURS["mask"],
-        )
+        _text(ax, width / 2, 0.18, verdict, color="black" if flat else ROLE_COLOURS["mask"])
     return fig
 
 
@@ -1668,16 +1316,10 @@ def draw_positions_added(
             f"positions: expected the shape of token_vectors {tuple(token_vectors.shape)}, "
             f"got {tuple(positions.shape)}"
         )
+    _check_features("token_vectors", token_vectors, 12, "d")
     t, d = token_vectors.shape
-    _check_tokens_axis("token_vectors", token_vectors, t, _TOKENS_UP_TO)
-    if d > 12:
-        raise ValueError(
-            f"token_vectors: expected at most 12 features to draw legibly, got d={d}; "
-            f"slice it, e.g. token_vectors[:, :12]"
-        )
     labels = _check_tokens("tokens", tokens, t)
-    e = token_vectors.detach().to("cpu", torch.float32)
-    pos = positions.detach().to("cpu", torch.float32)
+    e, pos = _floats(token_vectors), _floats(positions)
     total = e + pos  # (t, d)
     scale = float(torch.stack((e, pos, total)).abs().max()) or 1.0
     longest = max(len(f"{i}: {label}") for i, label in enumerate(labels))
@@ -1691,45 +1333,26 @@ def draw_positions_added(
             for j in range(d):
                 value = float(matrix[i, j])
                 colour = ROLE_COLOURS["query"] if value >= 0 else ROLE_COLOURS["key"]
-                ax.add_patch(
-                    Rectangle(
-                        (left + j * cell, top - (i + 1) * cell),
-                        cell,
-                        cell,
-                        facecolor=_tint(colour, 0.08 + 0.92 * abs(value) / scale),
-                        edgecolor="white",
-                        lw=0.5,
-                    )
-                )
-        ax.add_patch(Rectangle((left, top - t * cell), d * cell, t * cell, fill=False))
+                face = _tint(colour, 0.08 + 0.92 * abs(value) / scale)
+                _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.5)
+        _frame(ax, left, top, t, d, cell)
         return d * cell
 
     with _figure(width, height) as (fig, ax):
         top = height - 0.45
         for i, label in enumerate(labels):
-            ax.text(
-                label_room - 0.05,
-                top - (i + 0.5) * cell,
-                f"{i}: {label}",
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, label_room - 0.05, top - (i + 0.5) * cell, f"{i}: {label}", ha="right")
         left = label_room
-        for k, (matrix, name) in enumerate(
-            ((e, "token vectors"), (pos, r"positions $P_p$"), (total, "sum: the input"))
-        ):
+        parts = (
+            (e, "token vectors", "+"),
+            (pos, r"positions $P_p$", "="),
+            (total, "sum: the input", ""),
+        )
+        for matrix, name, sign in parts:
             w = signed(left, top, matrix)
-            ax.text(left + w / 2, top + 0.1, name, ha="center", va="bottom", fontsize=_FONT_PT)
-            if k < 2:
-                ax.text(
-                    left + w + 0.32,
-                    top - t * cell / 2,
-                    "+" if k == 0 else "=",
-                    ha="center",
-                    va="center",
-                    fontsize=_LABEL_PT + 4,
-                )
+            _text(ax, left + w / 2, top + 0.1, name, va="bottom")
+            if sign:
+                _text(ax, left + w + 0.32, top - t * cell / 2, sign, size=_LABEL_PT + 4)
             left += w + 0.65
         _legend(
             ax,
@@ -1837,59 +1460,30 @@ def draw_induction_circuit(
                 )
         for i, token in enumerate(sequence):
             special = i in (query, source, source + 1)
+            face = _tint(ROLE_COLOURS["input"], 0.45 if special else 0.1)
+            corner, lw = (xs[i] - box / 2, base - box / 2), 1.6 if special else 0.6
             ax.add_patch(
-                Rectangle(
-                    (xs[i] - box / 2, base - box / 2),
-                    box,
-                    box,
-                    facecolor=_tint(ROLE_COLOURS["input"], 0.45 if special else 0.1),
-                    edgecolor="black",
-                    lw=1.6 if special else 0.6,
-                    zorder=3,
-                )
+                Rectangle(corner, box, box, facecolor=face, edgecolor="black", lw=lw, zorder=3)
             )
-            ax.text(xs[i], base, token, ha="center", va="center", fontsize=_FONT_PT, zorder=4)
+            _text(ax, xs[i], base, token, zorder=4)
             if i % 2 == 0 or t <= 16:
-                ax.text(
-                    xs[i],
-                    base - box / 2 - 0.02,
-                    str(i),
-                    ha="center",
-                    va="top",
-                    fontsize=_FONT_PT,
-                    color="#777777",
-                    zorder=4,
-                )
+                _text(ax, xs[i], base - box / 2 - 0.02, str(i), va="top", color="#777777", zorder=4)
         target = int(ind[query].argmax())
-        ax.text(
-            0.1,
-            height - 0.25,
+        second = (
             f'second layer, induction head: query {query} ("{sequence[query]}") attends most to '
             f'key {target} ("{sequence[target]}"),\nwhich followed the earlier '
-            f'"{sequence[query]}" at position {source}',
-            fontsize=_FONT_PT,
-            va="center",
-            color=HEAD_COLOURS[1],
+            f'"{sequence[query]}" at position {source}'
         )
-        ax.text(
-            0.1,
-            height - 0.62,
-            f'→ the model can predict "{sequence[target]}" at position {query + 1}',
-            fontsize=_FONT_PT,
-            va="center",
-            color=HEAD_COLOURS[1],
-            fontweight="bold",
+        _text(ax, 0.1, height - 0.25, second, ha="left", color=HEAD_COLOURS[1])
+        prediction = f'→ the model can predict "{sequence[target]}" at position {query + 1}'
+        _text(
+            ax, 0.1, height - 0.62, prediction, ha="left", color=HEAD_COLOURS[1], fontweight="bold"
         )
-        ax.text(
-            0.1,
-            0.4,
-            "first layer, previous-token head: the strongest key of each position up to the "
-            "query,\nso that "
-            f'position {source + 1} carries "{sequence[source]}", the token before it',
-            fontsize=_FONT_PT,
-            va="center",
-            color=HEAD_COLOURS[0],
+        first = (
+            "first layer, previous-token head: the strongest key of each position up to the query,"
+            f'\nso that position {source + 1} carries "{sequence[source]}", the token before it'
         )
+        _text(ax, 0.1, 0.4, first, ha="left", color=HEAD_COLOURS[0])
     return fig
 
 
@@ -1935,18 +1529,12 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
     panel = total * cell
     height = passes * cell + 1.55
     width = 1.1 + 2 * panel + 0.5
+    computed_face, cached_face = (_tint(ROLE_COLOURS[role], 0.75) for role in ("key", "cache"))
     with _figure(width, height) as (fig, ax):
         top = height - 0.55
         for step in range(passes):
             y = top - (step + 1) * cell
-            ax.text(
-                1.0,
-                y + cell / 2,
-                "prompt" if step == 0 else f"step {step}",
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, 1.0, y + cell / 2, "prompt" if step == 0 else f"step {step}", ha="right")
         computed = []
         for k, cached in enumerate((False, True)):
             left = 1.1 + k * (panel + 0.4)
@@ -1957,60 +1545,20 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
                 for pos in range(length):
                     new = not cached or step == 0 or pos == length - 1
                     count += new
-                    ax.add_patch(
-                        Rectangle(
-                            (left + pos * cell, y),
-                            cell,
-                            cell,
-                            facecolor=_tint(ROLE_COLOURS["key" if new else "cache"], 0.75),
-                            edgecolor="white",
-                        )
-                    )
+                    face = computed_face if new else cached_face
+                    _cell(ax, left, top, step, pos, cell, facecolor=face, edgecolor="white")
                 queries = range(length) if step == 0 or not cached else [length - 1]
                 for pos in queries:
-                    ax.add_patch(
-                        plt.Circle(
-                            (left + (pos + 0.5) * cell, y + cell / 2),
-                            cell * 0.16,
-                            color=ROLE_COLOURS["query"],
-                        )
-                    )
+                    centre = (left + (pos + 0.5) * cell, y + cell / 2)
+                    ax.add_patch(plt.Circle(centre, cell * 0.16, color=ROLE_COLOURS["query"]))
             computed.append(count)
-            ax.text(
-                left + panel / 2,
-                top + 0.1,
-                "with a KV cache" if cached else "without a cache",
-                ha="center",
-                va="bottom",
-                fontsize=_LABEL_PT,
-            )
-            ax.text(
-                left + panel / 2,
-                top - passes * cell - 0.1,
-                f"keys and values computed: {count}",
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-            )
-            ax.text(
-                left + panel / 2,
-                top - passes * cell - 0.33,
-                "position →",
-                ha="center",
-                va="top",
-                fontsize=_FONT_PT,
-                color="#555555",
-            )
-        _legend(
-            ax,
-            0.1,
-            0.2,
-            [
-                (_tint(ROLE_COLOURS["key"], 0.75), "computed this step"),
-                (_tint(ROLE_COLOURS["cache"], 0.75), "read from the cache"),
-                (ROLE_COLOURS["query"], "query computed"),
-            ],
-        )
+            middle, bottom = left + panel / 2, top - passes * cell
+            title = "with a KV cache" if cached else "without a cache"
+            _text(ax, middle, top + 0.1, title, va="bottom", size=_LABEL_PT)
+            _text(ax, middle, bottom - 0.1, f"keys and values computed: {count}", va="top")
+            _text(ax, middle, bottom - 0.33, "position →", va="top", color="#555555")
+        legend = [(computed_face, "computed this step"), (cached_face, "read from the cache")]
+        _legend(ax, 0.1, 0.2, [*legend, (ROLE_COLOURS["query"], "query computed")])
     fig.axes[0].set_label(f"computed {computed[0]} {computed[1]}")
     return fig
 
@@ -2022,7 +1570,7 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     ``tiled_attention`` visits them (query ``i`` at position ``s - t + i``). A tile wholly
     in the future of its queries is skipped (vermillion outline, no fill); a tile that
     crosses the diagonal is computed and then masked above it (hatched cells); every other
-    tile is computed whole (orange). The counts are written in the title.
+    tile is computed whole (orange). The counts are written in the legend.
 
     Args:
         num_queries: ``t``, 1 to 32.
@@ -2048,6 +1596,8 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     width = s * cell + 2.85
     height = t * cell + 1.2
     counts = {"computed": 0, "partly masked": 0, "skipped": 0}
+    fill = _tint(ROLE_COLOURS["key"], 0.55)  # of a computed tile
+    hatched = {"facecolor": "white", "edgecolor": ROLE_COLOURS["mask"], "hatch": "////", "lw": 0}
     with _figure(width, height) as (fig, ax):
         left, top = 0.75, height - 0.75
         for q0 in range(0, t, block):
@@ -2055,7 +1605,7 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
             last_key = offset + q0 + bq
             for k0 in range(0, s, block):
                 bk = min(block, s - k0)
-                x, y = left + k0 * cell, top - (q0 + bq) * cell
+                corner, w, h = (left + k0 * cell, top - (q0 + bq) * cell), bk * cell, bq * cell
                 if k0 >= last_key:
                     kind = "skipped"
                 elif k0 + min(bk, last_key - k0) - 1 > offset + q0:
@@ -2064,74 +1614,28 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                     kind = "computed"
                 counts[kind] += 1
                 if kind != "skipped":
-                    ax.add_patch(
-                        Rectangle(
-                            (x, y),
-                            bk * cell,
-                            bq * cell,
-                            facecolor=_tint(ROLE_COLOURS["key"], 0.55),
-                            edgecolor="none",
-                        )
-                    )
-                if kind == "partly masked":
+                    ax.add_patch(Rectangle(corner, w, h, facecolor=fill, edgecolor="none"))
+                if kind == "partly masked":  # hatch the cells above the diagonal
                     for i in range(q0, q0 + bq):
                         for j in range(k0, k0 + bk):
                             if j > offset + i:
-                                ax.add_patch(
-                                    Rectangle(
-                                        (left + j * cell, top - (i + 1) * cell),
-                                        cell,
-                                        cell,
-                                        facecolor="white",
-                                        edgecolor=ROLE_COLOURS["mask"],
-                                        hatch="////",
-                                        lw=0,
-                                    )
-                                )
+                                _cell(ax, left, top, i, j, cell, **hatched)
+                skipped = kind == "skipped"
+                edge = ROLE_COLOURS["mask"] if skipped else "black"
+                style = (0, (3, 2)) if skipped else "-"
                 ax.add_patch(
-                    Rectangle(
-                        (x, y),
-                        bk * cell,
-                        bq * cell,
-                        fill=False,
-                        lw=2.0,
-                        edgecolor=ROLE_COLOURS["mask"] if kind == "skipped" else "black",
-                        linestyle=(0, (3, 2)) if kind == "skipped" else "-",
-                    )
+                    Rectangle(corner, w, h, fill=False, lw=2.0, edgecolor=edge, linestyle=style)
                 )
         for i in range(0, t, block):
-            ax.text(
-                left - 0.06,
-                top - i * cell - cell / 2,
-                str(i),
-                ha="right",
-                va="center",
-                fontsize=_FONT_PT,
-            )
+            _text(ax, left - 0.06, top - i * cell - cell / 2, str(i), ha="right")
         for j in range(0, s, block):
-            ax.text(
-                left + (j + 0.5) * cell,
-                top + 0.05,
-                str(j),
-                ha="center",
-                va="bottom",
-                fontsize=_FONT_PT,
-            )
-        ax.text(
-            left + s * cell / 2, top + 0.3, "key →", ha="center", va="bottom", fontsize=_FONT_PT
-        )
-        ax.text(
-            left - 0.06,
-            top + 0.3,
-            "query ↓",
-            ha="right",
-            va="bottom",
-            fontsize=_FONT_PT,
-        )
+            _text(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
+        _text(ax, left + s * cell / 2, top + 0.3, "key →", va="bottom")
+        _text(ax, left - 0.06, top + 0.3, "query ↓", ha="right", va="bottom")
         legend_x = left + s * cell + 0.2
         for k, (kind, face, edge, hatch, style) in enumerate(
             (
-                ("computed", _tint(ROLE_COLOURS["key"], 0.55), "black", None, "-"),
+                ("computed", fill, "black", None, "-"),
                 ("partly masked", "white", ROLE_COLOURS["mask"], "////", "-"),
                 ("skipped", "white", ROLE_COLOURS["mask"], None, (0, (3, 2))),
             )
@@ -2149,16 +1653,9 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                     lw=1.5,
                 )
             )
-            ax.text(
-                legend_x + 0.4, y + 0.03, f"{kind}: {counts[kind]}", va="center", fontsize=_FONT_PT
-            )
-        ax.text(
-            left,
-            0.2,
-            f"t = {t} queries, s = {s} keys, tiles of {block} × {block}",
-            fontsize=_FONT_PT,
-            va="center",
-        )
+            _text(ax, legend_x + 0.4, y + 0.03, f"{kind}: {counts[kind]}", ha="left")
+        sizes = f"t = {t} queries, s = {s} keys, tiles of {block} × {block}"
+        _text(ax, left, 0.2, sizes, ha="left")
     fig.axes[0].set_label(" ".join(f"{kind}={n}" for kind, n in counts.items()))
     return fig
 
@@ -2205,18 +1702,13 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
     row_height = 1.45
     height = len(rows) * row_height + 0.1
     width = _WIDTH
+    q_face = _tint(ROLE_COLOURS["query"], 0.8)
     with _figure(width, height) as (fig, ax):
         for r, h_kv in enumerate(rows):
             g = h // h_kv
             top = height - 0.1 - r * row_height
             name = "multi-head" if h_kv == h else "multi-query" if h_kv == 1 else "grouped-query"
-            ax.text(
-                0.1,
-                top - 0.12,
-                f"{name}: $h_{{kv}} = {h_kv}$, $g = {g}$",
-                fontsize=_FONT_PT,
-                va="center",
-            )
+            _text(ax, 0.1, top - 0.12, f"{name}: $h_{{kv}} = {h_kv}$, $g = {g}$", ha="left")
             q_y, kv_y = top - 0.5, top - 1.15
             xs = [0.8 + (i + 0.5) * spacing for i in range(h)]
             kv_xs = [sum(xs[j * g : (j + 1) * g]) / g for j in range(h_kv)]
@@ -2224,58 +1716,17 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
                 j = i // g
                 colour = HEAD_COLOURS[j % 8]
                 ax.plot([xs[i], kv_xs[j]], [q_y - box / 2, kv_y + box / 2], color=colour, lw=1.5)
-                ax.add_patch(
-                    Rectangle(
-                        (xs[i] - box / 2, q_y - box / 2),
-                        box,
-                        box,
-                        facecolor=_tint(ROLE_COLOURS["query"], 0.8),
-                        edgecolor=colour,
-                        lw=2,
-                    )
-                )
+                corner = (xs[i] - box / 2, q_y - box / 2)
+                ax.add_patch(Rectangle(corner, box, box, facecolor=q_face, edgecolor=colour, lw=2))
                 if box >= 0.3:
-                    ax.text(
-                        xs[i],
-                        q_y,
-                        f"q{i}",
-                        ha="center",
-                        va="center",
-                        fontsize=_FONT_PT,
-                        color="white",
-                    )
-            for j in range(h_kv):
-                x = kv_xs[j]
-                ax.add_patch(
-                    Rectangle(
-                        (x - half, kv_y - box / 2),
-                        half,
-                        box,
-                        facecolor=ROLE_COLOURS["key"],
-                        edgecolor=HEAD_COLOURS[j % 8],
-                        lw=2,
-                    )
-                )
-                ax.add_patch(
-                    Rectangle(
-                        (x, kv_y - box / 2),
-                        half,
-                        box,
-                        facecolor=ROLE_COLOURS["value"],
-                        edgecolor=HEAD_COLOURS[j % 8],
-                        lw=2,
-                    )
-                )
-                ax.text(x - half / 2, kv_y, "k", ha="center", va="center", fontsize=_FONT_PT)
-                ax.text(
-                    x + half / 2,
-                    kv_y,
-                    "v",
-                    ha="center",
-                    va="center",
-                    fontsize=_FONT_PT,
-                    color="white",
-                )
-            ax.text(0.7, q_y, "Q heads", ha="right", va="center", fontsize=_FONT_PT)
-            ax.text(0.7, kv_y, "K/V heads", ha="right", va="center", fontsize=_FONT_PT)
+                    _text(ax, xs[i], q_y, f"q{i}", color="white")
+            for j, x in enumerate(kv_xs):  # the key half left of x, the value half right
+                for left, role in ((x - half, "key"), (x, "value")):
+                    face, edge = ROLE_COLOURS[role], HEAD_COLOURS[j % 8]
+                    corner = (left, kv_y - box / 2)
+                    ax.add_patch(Rectangle(corner, half, box, facecolor=face, edgecolor=edge, lw=2))
+                _text(ax, x - half / 2, kv_y, "k")
+                _text(ax, x + half / 2, kv_y, "v", color="white")
+            _text(ax, 0.7, q_y, "Q heads", ha="right")
+            _text(ax, 0.7, kv_y, "K/V heads", ha="right")
     return fig

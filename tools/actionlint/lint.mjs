@@ -14,9 +14,11 @@ for (let i = 0; i < args.length; i += 1) {
   else files.push(args[i]);
 }
 
-const lint = await createLinter();
 let findings = 0;
 for (const file of files) {
+  // A fresh linter for each file: one linter reused across files can trap in its WebAssembly
+  // ("RuntimeError: unreachable"), depending on the files' sizes.
+  const lint = await createLinter();
   for (const r of lint(await readFile(file, "utf8"), file)) {
     const label = r.kind === "runner-label" && /label "([^"]+)" is unknown/.exec(r.message);
     if (label && labels.has(label[1])) continue;
