@@ -202,7 +202,14 @@ SHOWN = {
     ],
     "02_trainable_qkv": ["SelfAttentionV1", "SelfAttentionV2"],
     "03_causal_attention": ["causal_mask", "CausalAttention", "CrossAttention"],
-    "04_multi_head_attention": ["MultiHeadAttentionWrapper", "MultiHeadAttention"],
+    "04_multi_head_attention": [
+        "MultiHeadAttentionWrapper",
+        "split_heads",
+        "merge_heads",
+        "MultiHeadAttention",
+        "pack_linear",
+        "WideMultiHeadAttention",
+    ],
     "06_attention_that_learns": [
         "LearnedPositions",
         "sinusoidal_positions",
