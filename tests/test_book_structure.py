@@ -210,6 +210,7 @@ SHOWN = {
         "pack_linear",
         "WideMultiHeadAttention",
     ],
+    "05_tensor_layout": ["Layout", "describe_layout", "shares_storage"],
     "06_attention_that_learns": [
         "LearnedPositions",
         "sinusoidal_positions",
