@@ -18,7 +18,10 @@ from ._checks import (
 )
 
 
-def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> torch.Tensor:
+def causal_mask(
+    num_tokens: int,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """Return the boolean mask that hides the future: ``True`` strictly above the diagonal.
 
     Entry ``(i, j)`` is ``True`` when token ``j`` comes after token ``i``, i.e. when query ``i``

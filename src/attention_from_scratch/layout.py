@@ -86,7 +86,8 @@ def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     """
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+            got = type(x).__name__
+            raise TypeError(f"{name}: expected a torch.Tensor, got {got}")
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
@@ -110,9 +111,8 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     num_heads = check_positive_int("num_heads", num_heads)
     b, t, d_out = x.shape
     if d_out % num_heads:
-        raise ValueError(
-            f"num_heads: expected a divisor of the last dimension d_out={d_out}, got {num_heads}"
-        )
+        expected = f"a divisor of the last dimension d_out={d_out}"
+        raise ValueError(f"num_heads: expected {expected}, got {num_heads}")
     x = x.view(b, t, num_heads, d_out // num_heads)  # (b, t, h, d_h)
     return x.transpose(1, 2)  # (b, h, t, d_h)
 

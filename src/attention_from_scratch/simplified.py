@@ -73,7 +73,7 @@ def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     x = check_tensor("x", x, ranks=range(0, 64), shape_names=("any shape",))
     dim = _check_dim(x, dim)
     if x.numel() == 0:
-        # Nothing to normalise; amax would refuse to reduce over an empty dimension.
+        # Nothing to normalise, and amax refuses an empty dimension.
         return torch.empty_like(x)
     shifted = x - x.amax(dim=dim, keepdim=True)
     exp = torch.exp(shifted)
@@ -102,10 +102,20 @@ def simplified_attention_loop(
 
     Introduced in chapter 1.
     """
-    inputs = check_tensor("inputs", inputs, ranks=(2,), shape_names=("(t, d_in)",))
+    inputs = check_tensor(
+        "inputs",
+        inputs,
+        ranks=(2,),
+        shape_names=("(t, d_in)",),
+    )
     return_weights = check_bool("return_weights", return_weights)
     num_tokens = inputs.shape[0]
-    scores = torch.empty(num_tokens, num_tokens, dtype=inputs.dtype, device=inputs.device)
+    scores = torch.empty(
+        num_tokens,
+        num_tokens,
+        dtype=inputs.dtype,
+        device=inputs.device,
+    )  # (t, t)
     for i, x_i in enumerate(inputs):
         for j, x_j in enumerate(inputs):
             scores[i, j] = torch.dot(x_i, x_j)
@@ -135,7 +145,12 @@ def simplified_attention(
 
     Introduced in chapter 1.
     """
-    inputs = check_tensor("inputs", inputs, ranks=(2, 3), shape_names=("(t, d_in)", "(b, t, d_in)"))
+    inputs = check_tensor(
+        "inputs",
+        inputs,
+        ranks=(2, 3),
+        shape_names=("(t, d_in)", "(b, t, d_in)"),
+    )
     return_weights = check_bool("return_weights", return_weights)
     scores = inputs @ inputs.transpose(-2, -1)  # (b, t, t)
     weights = torch.softmax(scores, dim=-1)  # (b, t, t)

@@ -23,7 +23,7 @@ __all__ = ["SourceCode", "show_source"]
 
 class SourceCode:
     """The source of one class or function, ready to display (what :func:`show_source`
-    returns, from chapter 2 on).
+    returns, from chapter 1 on).
 
     Jupyter, Colab and the book show it as a highlighted Python block (``_repr_markdown_``);
     ``str()`` gives the code itself.
@@ -70,7 +70,7 @@ def _docstring_lines(tree: ast.Module) -> set[int]:
 def show_source(obj: object, *, docstrings: bool = True) -> SourceCode:
     """Return the source of a class or function of the package, to display in a notebook.
 
-    Introduced in chapter 2, and used by every chapter that shows the package's version of
+    Introduced in chapter 1, and used by every chapter that shows the package's version of
     what it has just built.
 
     Args:
