@@ -208,6 +208,9 @@ SHOWN = {
     ],
     "07_attention_at_scale": [
         "KVCache",
+        "CachedAttention",
+        "CachedCausalModel",
+        "generate",
         "tiled_attention",
         "TiledAttention",
         "GroupedQueryAttention",
