@@ -222,6 +222,9 @@ SHOWN = {
     ],
     "07_attention_at_scale": [
         "KVCache",
+        "CachedAttention",
+        "CachedCausalModel",
+        "generate",
         "tiled_attention",
         "TiledAttention",
         "GroupedQueryAttention",

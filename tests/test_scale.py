@@ -982,3 +982,76 @@ def test_attend_called_directly_aligns_new_queries_with_the_newest_keys(
     module.fused = True
     fused, _ = module.attend(q, k, v)
     torch.testing.assert_close(fused, explicit, **TOL)
+
+
+# What chapter 7's text says about the code it displays: each phrase names a line its
+# walkthrough quotes, so a change of the package that removes the line fails here, not
+# silently in the page.
+WALKED_THROUGH = [
+    (
+        afs.CachedAttention,
+        [
+            "class CachedAttention(MultiHeadAttention):",
+            "self._cached_tokens(kv_cache, t)",
+            "s = past + t",
+            "_check_padding_mask(key_padding_mask, b, s",
+            "kv_cache.append(keys, values)",
+            "hidden, empty = None, None",
+            "self.mask[past:s, :s]",
+            "padded = key_padding_mask[:, None, None, :]",
+            "hidden = future | padded",
+            "empty = hidden.all(dim=-1",
+            "hidden = hidden & ~empty",
+            "out.masked_fill(empty",
+            "weights.masked_fill(empty",
+            "if hidden is None and t == s and not grouped:",
+            "return super().attend(queries, keys, values)",
+            "if hidden is None and 1 < t < s:",
+            "self.mask[s - t : s, :s]",
+            "is_causal=hidden is None and t > 1",
+            "heads = (b, t, -1, self.head_dim)",
+            "self.W_query(x).view(heads)",
+            "self.W_key(x).view(heads)",
+            "self.W_value(x).view(heads)",
+            "past = kv_cache.length",
+            "if past + t > self.context_length:",
+        ],
+    ),
+    (
+        afs.CachedCausalModel,
+        [
+            "class CachedCausalModel(TinyCausalModel):",
+            "attention_class = CachedAttention",
+            "return super().forward(tokens, return_weights)",
+            "past = self._cached_tokens(kv_caches, tokens.shape[1])",
+            "self.embed(tokens, offset=past)",
+            "kv_cache=cache)",
+            "if len(set(lengths)) != 1:",
+            "if lengths[0] + t > self.context_length:",
+        ],
+    ),
+    (
+        afs.generate,
+        [
+            "@torch.no_grad()",
+            "not isinstance(model, CachedCausalModel)",
+            "prompt.shape[1] + new_tokens - 1",
+            "model.eval()",
+            "finally:",
+            "model.train(was_training)",
+            "[KVCache() for _ in model.attention] if use_cache else None",
+            "kv_caches=caches)[:, -1]",
+            "logits.argmax(dim=-1",
+            "torch.cat([tokens, next_token], dim=1)",
+            "step_input = next_token if use_cache else tokens",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "phrases"), WALKED_THROUGH, ids=[obj.__name__ for obj, _ in WALKED_THROUGH]
+)
+def test_the_lines_chapter_7_walks_through_are_there(obj: object, phrases: list[str]) -> None:
+    code = str(afs.show_source(obj, docstrings=False))
+    assert [phrase for phrase in phrases if phrase not in code] == []

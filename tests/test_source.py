@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from attention_from_scratch import CausalAttention, SelfAttentionV1, show_source
+from attention_from_scratch import CausalAttention, SelfAttentionV1, generate, show_source
 from attention_from_scratch.simplified import softmax_naive
 
 
@@ -50,6 +50,13 @@ def test_docstrings_can_be_left_out() -> None:
 def test_a_bound_method_shows_its_function() -> None:
     module = SelfAttentionV1(3, 2)
     assert str(show_source(module.forward)).startswith("def forward(")
+
+
+def test_a_decorated_function_shows_its_own_file() -> None:
+    # generate is wrapped by @torch.no_grad(), whose wrapper lives in torch's files.
+    shown = show_source(generate)
+    assert str(shown).startswith("@torch.no_grad()\ndef generate(")
+    assert shown.where.startswith("attention_from_scratch/scale.py, lines ")
 
 
 def test_fence_outlasts_backticks_in_the_code() -> None:

@@ -97,7 +97,9 @@ def show_source(obj: object, *, docstrings: bool = True) -> SourceCode:
         )
     try:
         lines, start = inspect.getsourcelines(obj)
-        path = inspect.getsourcefile(obj)
+        # A decorated function (e.g. by @torch.no_grad()) is a wrapper defined in the
+        # decorator's file; its lines above, and its file here, are the wrapped function's.
+        path = inspect.getsourcefile(inspect.unwrap(obj))
     except (OSError, TypeError) as error:
         raise ValueError(
             f"obj: expected a class or function defined in a Python file, got "
