@@ -130,15 +130,16 @@ def check_input(x: object, d_in: int, max_tokens: int, like: torch.Tensor) -> to
     The common case is recognised with a few comparisons, so that the check costs little on
     small inputs; anything else goes through :func:`check_tensor`, which names the problem.
     """
-    if (
-        isinstance(x, torch.Tensor)
-        and x.dim() == 3
-        and x.shape[2] == d_in
-        and 0 < x.shape[1] <= max_tokens
-        and x.dtype == like.dtype
-        and x.device == like.device
-    ):
-        return x
+    if isinstance(x, torch.Tensor):
+        shape = x.shape  # read once: every read builds a new torch.Size
+        if (
+            len(shape) == 3
+            and shape[2] == d_in
+            and 0 < shape[1] <= max_tokens
+            and x.dtype == like.dtype
+            and x.device == like.device
+        ):
+            return x
     return check_tensor(
         "x",
         x,

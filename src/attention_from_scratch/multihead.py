@@ -208,13 +208,13 @@ class MultiHeadAttention(nn.Module):
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Check ``x``, ``(b, t, d_in)``, and return its queries, keys and
         values split into heads, each ``(b, h, t, d_h)``."""
+        # The three projections as one matmul: 3 d_out rows of weights.
         layers = (self.W_query, self.W_key, self.W_value)
-        weight = layers[0].weight  # fixes the expected dtype and device
+        weight, bias = pack_linear(layers)  # (3 d_out, d_in), (3 d_out,)
         x = check_input(x, self.d_in, self.context_length, like=weight)
         b, t, _ = x.shape
         h, d_h = self.num_heads, self.head_dim
-        # The three projections as one matmul: 3 d_out rows of weights.
-        qkv = F.linear(x, *pack_linear(layers))  # (b, t, 3 d_out)
+        qkv = F.linear(x, weight, bias)  # (b, t, 3 d_out)
         qkv = qkv.view(b, t, 3, h, d_h)  # (b, t, 3, h, d_h)
         qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, b, h, t, d_h)
         return qkv.unbind(0)  # queries, keys, values: (b, h, t, d_h) each
