@@ -1006,7 +1006,7 @@ WALKED_THROUGH = [
             "weights.masked_fill(empty",
             "if hidden is None and t == s and not grouped:",
             "return super().attend(queries, keys, values)",
-            "if hidden is None and 1 < t < s:",
+            "if hidden is None and (not self.fused or 1 < t < s):",
             "self.mask[s - t : s, :s]",
             "is_causal=hidden is None and t > 1",
             "heads = (b, t, -1, self.head_dim)",

@@ -314,9 +314,9 @@ class CachedAttention(MultiHeadAttention):
         grouped = keys.shape[1] != queries.shape[1]
         if hidden is None and t == s and not grouped:
             return super().attend(queries, keys, values)
-        if hidden is None and 1 < t < s:
-            # Several new tokens after cached ones: query i sits at s - t + i,
-            # where SDPA's causal mask would align it with key i.
+        if hidden is None and (not self.fused or 1 < t < s):
+            # The causal rows: query i sits at position s - t + i (SDPA's
+            # is_causal would align it with key i).
             hidden = self.mask[s - t : s, :s]  # (t, s)
         if self.fused:
             p = self.dropout.p if self.training else 0.0
@@ -332,8 +332,6 @@ class CachedAttention(MultiHeadAttention):
                 enable_gqa=grouped,
             )  # (b, h, t, d_h)
             return context, None
-        if hidden is None:
-            hidden = self.mask[s - t : s, :s]  # (t, s)
         queries = queries * self.head_dim**-0.5  # scaled first
         scores = queries @ keys.transpose(2, 3)  # (b, h, t, s)
         scores = scores.masked_fill(hidden, float("-inf"))  # (b, h, t, s)
