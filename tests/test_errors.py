@@ -540,6 +540,7 @@ def test_softmax_stable_matches_torch_on_edge_cases() -> None:
     cases = [
         torch.tensor(2.0),  # 0-d: one entry, weight 1
         torch.zeros(3, 0),  # an empty last dimension
+        torch.zeros(0, 3),  # no rows at all: an empty result, not an error
         torch.tensor([1.0, float("nan"), 0.0]),  # nan spreads to the whole slice
         torch.full((2, 3), float("-inf")),  # nothing to attend to: nan
         torch.tensor([[1e4, 0.0], [float("inf"), 1.0]]),

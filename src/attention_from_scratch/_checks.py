@@ -66,6 +66,7 @@ def check_tensor(
     last_dim_name: str = "d_in",
     max_tokens: int | None = None,
     like: nn.Module | torch.Tensor | None = None,
+    token_axis: bool = True,
 ) -> torch.Tensor:
     """Check an input tensor and return it unchanged.
 
@@ -78,6 +79,8 @@ def check_tensor(
         last_dim_name: what the last dimension is called in messages.
         max_tokens: the largest allowed size of the token dimension (second to last).
         like: a module whose parameters (or a tensor that) fix the expected device and dtype.
+        token_axis: the second-to-last dimension counts tokens and may not be empty; ``False``
+            for functions of any shape, such as a softmax.
     """
     expected_shapes = " or ".join(shape_names)
     if not isinstance(x, torch.Tensor):
@@ -99,7 +102,7 @@ def check_tensor(
             f"{name}: expected the last dimension to be {last_dim_name}={last_dim}, "
             f"got shape {tuple(x.shape)}"
         )
-    if x.dim() >= 2 and x.shape[-2] == 0:
+    if token_axis and x.dim() >= 2 and x.shape[-2] == 0:
         raise ValueError(f"{name}: expected at least one token, got shape {tuple(x.shape)}")
     if max_tokens is not None and x.shape[-2] > max_tokens:
         raise ValueError(
@@ -121,6 +124,12 @@ def check_tensor(
                     f"got {x.dtype}; convert with .to({param.dtype})"
                 )
     return x
+
+
+def check_float_tensor(name: str, x: object) -> torch.Tensor:
+    """Return ``x`` if it is a floating-point tensor of any shape, empty ones included (the
+    input of a softmax, say)."""
+    return check_tensor(name, x, ranks=range(64), shape_names=("any shape",), token_axis=False)
 
 
 def check_input(x: object, d_in: int, max_tokens: int, like: torch.Tensor) -> torch.Tensor:

@@ -872,7 +872,7 @@ class CachedCausalModel(TinyCausalModel):
         all_weights = []
         for i, cache in enumerate(kv_caches):
             x, weights = self.block(i, x, return_weights, kv_cache=cache)
-            all_weights.append(weights)  # (b, h, t, s + t) or None
+            all_weights.append(weights)  # (b, h, t, past + t) or None
         logits = self.head(self.final_norm(x))  # (b, t, vocab)
         return (logits, all_weights) if return_weights else logits
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_bool, check_tensor
+from ._checks import check_bool, check_float_tensor, check_tensor
 
 
 def _check_dim(x: torch.Tensor, dim: object) -> int:
@@ -44,7 +44,7 @@ def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     Introduced in chapter 1.
     """
-    x = check_tensor("x", x, ranks=range(0, 64), shape_names=("any shape",))
+    x = check_float_tensor("x", x)
     dim = _check_dim(x, dim)
     exp = torch.exp(x)
     return exp / exp.sum(dim=dim, keepdim=True)
@@ -70,7 +70,7 @@ def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     Introduced in chapter 1.
     """
-    x = check_tensor("x", x, ranks=range(0, 64), shape_names=("any shape",))
+    x = check_float_tensor("x", x)
     dim = _check_dim(x, dim)
     if x.numel() == 0:
         # Nothing to normalise, and amax refuses an empty dimension.
