@@ -24,7 +24,8 @@ from __future__ import annotations
 import argparse
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 
 import torch
@@ -59,36 +60,43 @@ def interleaved_best(
     for _ in range(2):  # warm-up: allocator caches, kernel selection
         first(), second()
     times: tuple[list[float], list[float]] = ([], [])
-    # As timeit does: a garbage collection landing in one block would be timed as part of
-    # whichever function happened to run.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _timed_blocks(first, second, device, repeats, calls, times)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    with timeit_conditions():
+        for i in range(repeats):
+            # Alternate which goes first, so neither always follows the other.
+            order = ((first, times[0]), (second, times[1]))
+            for fn, bucket in order if i % 2 == 0 else order[::-1]:
+                _sync(device)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                _sync(device)
+                bucket.append((time.perf_counter() - start) / calls)
     return min(times[0]), min(times[1])
 
 
-def _timed_blocks(
-    first: Callable[[], object],
-    second: Callable[[], object],
-    device: torch.device,
-    repeats: int,
-    calls: int,
-    times: tuple[list[float], list[float]],
-) -> None:
-    for i in range(repeats):
-        # Alternate which goes first, so neither always follows the other.
-        order = ((first, times[0]), (second, times[1]))
-        for fn, bucket in order if i % 2 == 0 else order[::-1]:
-            _sync(device)
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            _sync(device)
-            bucket.append((time.perf_counter() - start) / calls)
+@contextmanager
+def timeit_conditions() -> Iterator[None]:
+    """The garbage collector off, as timeit does: a collection landing in one block would be
+    timed as part of whichever function happened to run."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run on one thread: a small product has nothing to share out, and on a busy machine the
+    thread pool's hand-offs only add noise (tenfold, or milliseconds)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class LeanReference(nn.Module):
@@ -193,17 +201,13 @@ def main() -> None:
     print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     inputs = torch.rand(48, 16)  # (t, d): small enough for the loops
-    # One thread, as for the small shape below: a (48, 48) product has nothing to share out,
-    # and on a busy machine the thread pool's hand-offs can cost milliseconds.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    loop, matrix = interleaved_best(
-        lambda: simplified_attention_loop(inputs),
-        lambda: simplified_attention(inputs),
-        torch.device("cpu"),
-        args.repeats,
-    )
-    torch.set_num_threads(threads)
+    with one_thread():
+        loop, matrix = interleaved_best(
+            lambda: simplified_attention_loop(inputs),
+            lambda: simplified_attention(inputs),
+            torch.device("cpu"),
+            args.repeats,
+        )
     print(
         f"chapter 1, t=48, d=16: loop {loop * 1e3:.1f} ms, matrix {matrix * 1e3:.3f} ms, "
         f"loop/matrix = {loop / matrix:.0f}x"
@@ -243,18 +247,15 @@ def main() -> None:
     cpu = torch.device("cpu")
     small = (1, 8, 64, 4)
     big = (8, 1024, 768, 12)
-    # At 1 x 8 x 64 a matmul has nothing to split among threads: the thread pool's hand-offs
-    # only add noise (tenfold on a busy machine), so the small shape runs on one thread.
-    torch.set_num_threads(1)
-    for backward in (False, True):
-        compare_with_reference(
-            "CPU fp32 b=1 t=8 d=64 (1 thread)", small, cpu, torch.float32, 201, 20, backward
-        )
-    torch.set_num_threads(threads)
+    with one_thread():  # at 1 x 8 x 64 a matmul has nothing to split among threads
+        for backward in (False, True):
+            compare_with_reference(
+                "CPU fp32 b=1 t=8 d=64 (1 thread)", small, cpu, torch.float32, 201, 20, backward
+            )
     if not args.quick:
         for backward, repeats in ((False, 7), (True, 5)):
             compare_with_reference(
-                f"CPU fp32 b=8 t=1024 d=768 ({threads} threads)",
+                f"CPU fp32 b=8 t=1024 d=768 ({torch.get_num_threads()} threads)",
                 big,
                 cpu,
                 torch.float32,
