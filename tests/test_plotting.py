@@ -468,10 +468,7 @@ def test_eight_heads_make_four_rows_of_two_with_one_colour_bar() -> None:
     # One colour scale for every panel, so that the shared bar reads right for each.
     limits = {ax.images[0].get_clim() for ax in heatmaps}
     assert len(limits) == 1
-    low, high = limits.pop()
-    assert low == pytest.approx(float(weights.min())) and high == pytest.approx(
-        float(weights.max())
-    )
+    assert limits.pop() == (0.0, 1.0)  # weights: the book's one scale, 0 to 1
     # No numbers in small panels; every text of the figure is at least 9 points.
     assert all(texts(ax) == [] for ax in heatmaps)
     fig.canvas.draw()
@@ -530,3 +527,26 @@ def test_nan_and_infinite_entries_are_blank_and_labelled() -> None:
     # Their numbers are black, so that they show on the blank cells.
     colours = [text.get_color() for text in ax.texts]
     assert colours[2] == colours[3] == colours[6] == "black"
+
+
+def colour_limits(ax) -> tuple[float, float]:
+    return ax.images[0].get_clim()
+
+
+def test_weights_are_drawn_on_a_zero_to_one_scale_and_scores_on_their_range() -> None:
+    # A matrix of small weights must not be stretched so that 0.15 looks like 1.
+    weights = torch.tensor([[1.0, 0.0], [0.15, 0.1]])
+    assert colour_limits(afs.plot_attention(weights)) == (0.0, 1.0)
+    scores = torch.tensor([[-2.0, 3.0], [0.5, 1.0]])
+    assert colour_limits(afs.plot_attention(scores)) == (-2.0, 3.0)
+    assert colour_limits(afs.plot_attention(weights, limits=(0.0, 0.5))) == (0.0, 0.5)
+    fig = afs.plot_attention_heads(torch.full((2, 3, 3), 0.2), limits=(0.0, 0.4))
+    assert {ax.images[0].get_clim() for ax in fig.axes if ax.images} == {(0.0, 0.4)}
+    plt.close("all")
+
+
+@pytest.mark.parametrize("limits", [(1.0, 0.0), (0.0, float("nan")), [0.0, 1.0], (0, 1, 2)])
+def test_bad_colour_limits_are_refused_by_name(limits) -> None:
+    with pytest.raises(ValueError, match="limits: expected a tuple"):
+        afs.plot_attention(torch.eye(2), limits=limits)
+    plt.close("all")

@@ -156,13 +156,33 @@ def _check_title(title: object) -> str | None:
     return title
 
 
-def _finite_range(matrix: torch.Tensor) -> tuple[float, float]:
-    """The colour scale: the range of the finite entries (nan and ±inf have no colour)."""
+def _colour_range(matrix: torch.Tensor, limits: object) -> tuple[float, float]:
+    """The colour scale: ``limits`` when given; 0 to 1 when every finite entry lies there
+    (weights: a pale cell then means a small weight, not the smallest of this matrix);
+    otherwise the range of the finite entries (nan and ±inf have no colour)."""
+    if limits is not None:
+        if (
+            not isinstance(limits, tuple)
+            or len(limits) != 2
+            or not all(_is_real(v) and math.isfinite(v) for v in limits)
+            or not limits[0] < limits[1]
+        ):
+            raise ValueError(
+                f"limits: expected a tuple (low, high) of finite numbers with low < high, "
+                f"got {limits!r}"
+            )
+        return float(limits[0]), float(limits[1])
     finite = matrix[torch.isfinite(matrix)]
     if finite.numel() == 0:
         return 0.0, 1.0
     low, high = float(finite.min()), float(finite.max())
+    if low >= 0.0 and high <= 1.0:
+        return 0.0, 1.0
     return (low, high) if low < high else (low - 0.5, high + 0.5)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _set_ticks(ax: Axes, labels: list[str] | None, rows: int, cols: int) -> None:
@@ -234,6 +254,7 @@ def plot_attention(
     annotate: bool | None = None,
     ax: Axes | None = None,
     cmap: str = "viridis",
+    limits: tuple[float, float] | None = None,
 ) -> Axes:
     """Draw one attention matrix as a labelled heatmap.
 
@@ -243,7 +264,9 @@ def plot_attention(
 
     ``nan`` and infinite entries (e.g. masked scores of ``-inf``) are not hidden or replaced:
     they have no colour, so their cells are left blank, and with ``annotate`` their cells read
-    ``nan``, ``inf`` or ``-inf``. The colour scale spans the finite entries.
+    ``nan``, ``inf`` or ``-inf``. The colour scale runs from 0 to 1 when every finite entry
+    lies there (attention weights), so that matrices drawn apart read on one scale; otherwise
+    it spans the finite entries (scores), unless ``limits`` sets it.
 
     Args:
         weights: the attention weights, shape ``(t, s)`` (``s = t`` for self-attention), with
@@ -259,6 +282,7 @@ def plot_attention(
             the numbers no longer fit their cells. A NumPy bool works too.
         ax: the axes to draw on; a new figure is made when omitted.
         cmap: a matplotlib colour map name.
+        limits: the colour scale ``(low, high)``; give panels to be compared the same one.
 
     Returns:
         The matplotlib ``Axes`` holding the heatmap; its colour bar is a second axes of the
@@ -267,7 +291,8 @@ def plot_attention(
     Raises:
         TypeError: ``weights`` is not a real tensor, or a token is not a string.
         ValueError: ``weights`` is not 2-D, is empty or has more than 64 tokens per axis,
-            or the number of tokens does not match.
+            the number of tokens does not match, or ``limits`` is not ``(low, high)`` with
+            ``low < high``.
 
     Introduced in chapter 1.
     """
@@ -299,7 +324,7 @@ def plot_attention(
             col_labels,
             annotate=annotate,
             cmap=cmap,
-            limits=_finite_range(matrix),
+            limits=_colour_range(matrix, limits),
         )
         colorbar = ax.get_figure().colorbar(image, ax=ax, fraction=0.046, pad=0.04)
         colorbar.ax.tick_params(labelsize=_FONT_PT)
@@ -320,6 +345,7 @@ def plot_attention_heads(
     annotate: bool | None = None,
     max_cols: int = 2,
     cmap: str = "viridis",
+    limits: tuple[float, float] | None = None,
 ) -> Figure:
     """Draw the attention matrix of every head in a grid of heatmaps with one colour bar.
 
@@ -343,6 +369,8 @@ def plot_attention_heads(
             about 3 inches wide; more columns make narrower panels (the figure stays within
             the column).
         cmap: a matplotlib colour map name.
+        limits: the colour scale ``(low, high)``, shared by all panels; by default as in
+            :func:`plot_attention`, over all heads at once.
 
     Returns:
         The matplotlib ``Figure``; its heatmap axes are titled "head 0", "head 1", ..., unused
@@ -384,7 +412,7 @@ def plot_attention_heads(
         rows, cols, figsize=(_GRID_INCHES, height), squeeze=False, layout="constrained"
     )
     try:
-        limits = _finite_range(stack)
+        limits = _colour_range(stack, limits)
         image = None
         for head, ax in enumerate(axes.flat):
             if head >= num_heads:

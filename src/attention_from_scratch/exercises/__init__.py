@@ -24,12 +24,14 @@ from ._core import (
     load_hidden,
     run_checks,
 )
+from ._shortcuts import ShortcutTaken, refusing
 
 __all__ = [
     "Check",
     "CheckResult",
     "Exercise",
     "ExerciseResult",
+    "ShortcutTaken",
     "all_exercises",
     "answer_module",
     "answer_tensor",
@@ -40,5 +42,6 @@ __all__ = [
     "load_chapter",
     "load_check_file",
     "load_hidden",
+    "refusing",
     "run_checks",
 ]

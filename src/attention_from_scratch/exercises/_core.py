@@ -687,6 +687,7 @@ _WATCHED = [
     "torch",
     "torch.nn",
     "torch.nn.functional",
+    "torch.overrides",
     "torch.random",
 ]
 # What the kernel itself sets anew for each cell it runs, or after a cell raised, and what

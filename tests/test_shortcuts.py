@@ -1,0 +1,92 @@
+"""`refusing`: an answer that calls what its exercise asks the learner to write is refused."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_from_scratch import MultiHeadAttention, merge_heads
+from attention_from_scratch.exercises import Exercise, ShortcutTaken, refusing, run_checks
+
+SOFTMAXES = (torch.softmax, torch.Tensor.softmax, F.softmax)
+
+
+def by_hand(x: torch.Tensor) -> torch.Tensor:
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    ("answer", "called"),
+    [
+        (lambda x: torch.softmax(x, -1), "torch.softmax"),
+        (lambda x: x.softmax(-1), "Tensor.softmax"),
+        (lambda x: F.softmax(x, -1), "torch.nn.functional.softmax"),
+        (lambda x: nn.Softmax(-1)(x), "torch.nn.functional.softmax"),
+    ],
+)
+def test_every_alias_of_a_refused_torch_function_is_caught(answer, called: str) -> None:
+    x = torch.randn(2, 5)
+    with (
+        pytest.raises(ShortcutTaken, match=f"write softmax yourself.*called {called}$"),
+        refusing(*SOFTMAXES, write="softmax"),
+    ):
+        answer(x)
+
+
+def test_an_answer_written_by_hand_runs_and_the_hooks_are_removed() -> None:
+    before = sys.getprofile()
+    x = torch.randn(2, 5)
+    with refusing(*SOFTMAXES, merge_heads, write="softmax"):
+        y = by_hand(x)
+    assert torch.allclose(y, torch.softmax(x, -1))
+    assert sys.getprofile() is before
+    torch.softmax(x, -1)  # no longer refused
+
+
+class Renamed(MultiHeadAttention):
+    """A subclass: its forward is the course's, under another name."""
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda: merge_heads(torch.randn(1, 2, 3, 4)),
+        lambda: MultiHeadAttention(4, 4, 3, 0.0, 2)(torch.randn(1, 3, 4)),
+        lambda: Renamed(4, 4, 3, 0.0, 2)(torch.randn(1, 3, 4)),
+    ],
+)
+def test_package_functions_and_classes_are_refused_however_reached(answer) -> None:
+    with (
+        pytest.raises(ShortcutTaken, match="attention_from_scratch"),
+        refusing(merge_heads, MultiHeadAttention, write="multi-head attention"),
+    ):
+        answer()
+
+
+def test_a_shortcut_fails_the_check_with_a_reason_that_names_it() -> None:
+    exercise = Exercise("ch0-ex-refused", chapter=0)
+
+    @exercise.check(points=1, hint="Exponentiate, then divide by the row's sum.")
+    def rows_sum_to_one(softmax):
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+        expected = torch.softmax(x, -1)
+        with refusing(*SOFTMAXES, write="softmax"):
+            answer = softmax(x)
+        assert torch.allclose(answer, expected)
+
+    lazy = run_checks("ch0-ex-refused", {"softmax": lambda s: s.softmax(-1)})
+    assert not lazy.passed
+    assert "ShortcutTaken" in lazy.checks[0].reason
+    assert "Tensor.softmax" in lazy.checks[0].reason
+    assert run_checks("ch0-ex-refused", {"softmax": by_hand}).passed
+
+
+@pytest.mark.parametrize(("shortcuts", "write"), [((1,), "x"), ((torch.softmax,), " ")])
+def test_bad_arguments_are_refused_by_name(shortcuts, write) -> None:
+    with pytest.raises(TypeError, match="shortcuts|write"), refusing(*shortcuts, write=write):
+        pass
