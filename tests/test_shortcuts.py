@@ -88,5 +88,5 @@ def test_a_shortcut_fails_the_check_with_a_reason_that_names_it() -> None:
 
 @pytest.mark.parametrize(("shortcuts", "write"), [((1,), "x"), ((torch.softmax,), " ")])
 def test_bad_arguments_are_refused_by_name(shortcuts, write) -> None:
-    with pytest.raises(TypeError, match="shortcuts|write"), refusing(*shortcuts, write=write):
+    with pytest.raises(TypeError, match=r"shortcuts|write"), refusing(*shortcuts, write=write):
         pass

@@ -78,7 +78,7 @@ class _RefuseTorch(TorchFunctionMode):
         self.refused = refused
         self.write = write
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         name = self.refused.get(func)
         if name is not None:
             raise ShortcutTaken(_message(self.write, name))
