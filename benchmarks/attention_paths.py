@@ -195,12 +195,19 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="skip the benchmark shape on the CPU (slow there)"
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny shapes and few repeats: shows that the script runs (the test suite's mode)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats, args.quick = 2, True
     device = pick_device()
     torch.manual_seed(0)
     print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
 
-    inputs = torch.rand(48, 16)  # (t, d): small enough for the loops
+    inputs = torch.rand(8 if args.smoke else 48, 16)  # (t, d): small enough for the loops
     with one_thread():
         loop, matrix = interleaved_best(
             lambda: simplified_attention_loop(inputs),
@@ -209,11 +216,13 @@ def main() -> None:
             args.repeats,
         )
     print(
-        f"chapter 1, t=48, d=16: loop {loop * 1e3:.1f} ms, matrix {matrix * 1e3:.3f} ms, "
+        f"chapter 1, t={inputs.shape[0]}, d=16: loop {loop * 1e3:.1f} ms, matrix {matrix * 1e3:.3f} ms, "
         f"loop/matrix = {loop / matrix:.0f}x"
     )
 
     b, t, d, h = (8, 1024, 512, 8) if device.type == "cuda" else (4, 256, 128, 8)
+    if args.smoke:
+        b, t, d, h = 1, 16, 32, 4
     explicit = MultiHeadAttention(d, d, t, dropout=0.0, num_heads=h).to(device)
     fused = MultiHeadAttention(d, d, t, dropout=0.0, num_heads=h, fused=True).to(device)
     fused.load_state_dict(explicit.state_dict())
@@ -250,7 +259,13 @@ def main() -> None:
     with one_thread():  # at 1 x 8 x 64 a matmul has nothing to split among threads
         for backward in (False, True):
             compare_with_reference(
-                "CPU fp32 b=1 t=8 d=64 (1 thread)", small, cpu, torch.float32, 201, 20, backward
+                "CPU fp32 b=1 t=8 d=64 (1 thread)",
+                small,
+                cpu,
+                torch.float32,
+                2 if args.smoke else 201,
+                20,
+                backward,
             )
     if not args.quick:
         for backward, repeats in ((False, 7), (True, 5)):
@@ -263,8 +278,8 @@ def main() -> None:
                 1,
                 backward,
             )
-    memory_against_length(cpu, (256, 512, 1024, 2048))
-    if device.type == "cuda":
+    memory_against_length(cpu, (64, 128) if args.smoke else (256, 512, 1024, 2048))
+    if device.type == "cuda" and not args.smoke:
         memory_against_length(device, (1024, 2048, 4096, 8192))
 
 

@@ -17,11 +17,12 @@ t=1024, d=768, 12 heads). Run it on any machine; on the CPU only float32 is meas
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from functools import partial
 
 import torch
 import torch.nn.functional as F
-from attention_paths import LeanReference, interleaved_medians
+from attention_paths import LeanReference, interleaved_best, one_thread
 from torch import nn
 
 from attention_from_scratch import pick_device
@@ -85,9 +86,12 @@ def compare(
             if backward:
                 out.sum().backward()
 
-    t_plain, t_lean = interleaved_medians(
-        partial(step, plain), partial(step, lean), device, repeats, calls
-    )
+    # One thread on the CPU, as attention_paths.py times small shapes: on a shared machine
+    # the thread pool's hand-offs only add noise.
+    with one_thread() if device.type == "cpu" else nullcontext():
+        t_plain, t_lean = interleaved_best(
+            partial(step, plain), partial(step, lean), device, repeats, calls
+        )
     kind = "forward + backward" if backward else "forward"
     name = str(dtype).removeprefix("torch.")
     print(
@@ -95,6 +99,18 @@ def compare(
         f"{t_lean * 1e3:8.3f} ms, ratio {t_plain / t_lean:.2f}x (max |diff| {diff:.1e})"
     )
     return t_plain / t_lean
+
+
+def enabled_backends() -> str:
+    """Which scaled_dot_product_attention backends torch may pick here (it picks the first
+    that accepts the inputs, in its own order of priority)."""
+    flags = {
+        "flash": torch.backends.cuda.flash_sdp_enabled(),
+        "memory-efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
+        "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
+        "math": torch.backends.cuda.math_sdp_enabled(),
+    }
+    return ", ".join(name for name, on in flags.items() if on)
 
 
 def main() -> None:
@@ -108,16 +124,26 @@ def main() -> None:
         default=None,
         help="default: 8 1024 768 12 on CUDA, 1 8 64 4 on the CPU",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny shape and few repeats: shows that the script runs (the test suite's mode)",
+    )
     args = parser.parse_args()
     device = pick_device()
+    if args.smoke:
+        args.repeats, args.shape = 2, [1, 4, 16, 2]
     on_cuda = device.type == "cuda"
     shape = tuple(args.shape) if args.shape else ((8, 1024, 768, 12) if on_cuda else (1, 8, 64, 4))
     print(
-        f"device: {device}, torch {torch.__version__}; b, t, d, h = {shape}; "
+        f"device: {device}, torch {torch.__version__}"
+        + (f", CUDA {torch.version.cuda}, {torch.cuda.get_device_name(device)}" if on_cuda else "")
+        + (f"; SDPA backends enabled: {enabled_backends()}" if on_cuda else "")
+        + f"; b, t, d, h = {shape}; "
         "time / reference (1.00x = no overhead)"
     )
     dtypes = (torch.bfloat16, torch.float32) if on_cuda else (torch.float32,)
-    calls = 10 if on_cuda else 100
+    calls = 10 if on_cuda else (2 if args.smoke else 100)
     for dtype in dtypes:
         for backward in (False, True):
             compare(shape, device, dtype, backward, args.repeats, calls)
