@@ -216,8 +216,8 @@ def main() -> None:
             args.repeats,
         )
     print(
-        f"chapter 1, t={inputs.shape[0]}, d=16: loop {loop * 1e3:.1f} ms, matrix {matrix * 1e3:.3f} ms, "
-        f"loop/matrix = {loop / matrix:.0f}x"
+        f"chapter 1, t={inputs.shape[0]}, d=16: loop {loop * 1e3:.1f} ms, "
+        f"matrix {matrix * 1e3:.3f} ms, loop/matrix = {loop / matrix:.0f}x"
     )
 
     b, t, d, h = (8, 1024, 512, 8) if device.type == "cuda" else (4, 256, 128, 8)

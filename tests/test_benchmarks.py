@@ -35,7 +35,7 @@ def test_every_benchmark_script_has_a_smoke_test() -> None:
 
 def test_attention_paths_prints_each_comparison_as_a_ratio() -> None:
     out = run("attention_paths.py", "--smoke")
-    assert re.search(rf"loop/matrix = \d+x", out)
+    assert re.search(r"loop/matrix = \d+x", out)
     assert re.search(rf"explicit/fused = {RATIO} \(outputs equal: True\)", out)
     assert len(re.findall(rf"fused/reference = {RATIO} \(max \|diff\| 0\.0e\+00\)", out)) == 2
     assert len(re.findall(rf"explicit/tiled = {RATIO}", out)) == 2
