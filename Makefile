@@ -29,6 +29,10 @@ _build/.package-stamp: $(PACKAGE_SOURCES)
 	mkdir -p _build
 	touch $@
 
+# SOLUTIONS=hidden publishes the book without the exercises' solutions (book/_ext/solutions.py).
+SOLUTIONS ?= shown
+export BOOK_SOLUTIONS := $(SOLUTIONS)
+
 # The book links the student edition's zip when the build has it (book/_ext/student_edition.py;
 # a plain `jupyter-book build .` works without it), so build it first.
 book: $(STAMP) _build/.package-stamp student

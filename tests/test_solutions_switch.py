@@ -1,0 +1,62 @@
+"""`make book SOLUTIONS=hidden`: the book published without the exercises' solutions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import student_edition  # noqa: E402
+
+CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+
+def build_page(out: Path, solutions: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(JUPYTER_BOOK), "build", str(CHAPTER), "--path-output", str(out)]
+        + ["--config", str(ROOT / "_config.yml")],
+        cwd=ROOT,
+        env={**os.environ, "BOOK_SOLUTIONS": solutions},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def page_text(out: Path) -> tuple[str, BeautifulSoup]:
+    html = out / "_build" / "_page" / CHAPTER.stem / "html" / f"{CHAPTER.stem}.html"
+    soup = BeautifulSoup(html.read_text(encoding="utf-8"), "html.parser")
+    lines = {line.strip() for line in soup.get_text("\n").splitlines()}
+    return "\n".join(sorted(lines)), soup
+
+
+@pytest.mark.slow
+def test_hidden_solutions_leave_no_solution_line_and_keep_every_exercise(
+    tmp_path: Path,
+) -> None:
+    done = build_page(tmp_path, "hidden")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text, soup = page_text(tmp_path)
+    nb = nbformat.read(CHAPTER, as_version=4)
+    solution_lines = student_edition.solution_lines(nb)
+    assert solution_lines, "the chapter has no solution to hide"
+    assert sorted(solution_lines & set(text.splitlines())) == []
+    labels = {label for label, _ in student_edition.solution_cells(nb)}
+    assert all(soup.find(id=label) is not None for label in labels)
+    assert soup.select(".solution") == []
+
+
+def test_a_misspelt_choice_stops_the_build_with_what_was_expected(tmp_path: Path) -> None:
+    done = build_page(tmp_path, "none")
+    assert done.returncode != 0
+    assert "BOOK_SOLUTIONS: expected one of shown, hidden, got 'none'" in done.stdout + done.stderr
