@@ -21,9 +21,9 @@ JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 
 
 def build_page(out: Path, solutions: str) -> subprocess.CompletedProcess[str]:
+    config = str(ROOT / "_config.yml")
     return subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(CHAPTER), "--path-output", str(out)]
-        + ["--config", str(ROOT / "_config.yml")],
+        [str(JUPYTER_BOOK), "build", str(CHAPTER), "--path-output", str(out), "--config", config],
         cwd=ROOT,
         env={**os.environ, "BOOK_SOLUTIONS": solutions},
         capture_output=True,
