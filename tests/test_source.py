@@ -45,6 +45,9 @@ def test_docstrings_can_be_left_out() -> None:
     assert "def forward(" in without
     assert without.split("\n")[1].strip() != "", "a blank line where the docstring was"
     assert len(without.split("\n")) < len(with_docs.split("\n"))
+    # The header's range is the file's: a shorter block says why it is shorter.
+    assert show_source(CausalAttention, docstrings=False).where.endswith(", docstrings left out")
+    assert not show_source(CausalAttention).where.endswith("left out")
 
 
 def test_a_bound_method_shows_its_function() -> None:

@@ -30,8 +30,9 @@ class SourceCode:
 
     Attributes:
         code: the source text, dedented, without a trailing newline.
-        where: the module's path inside the package and the line range, e.g.
-            ``"attention_from_scratch/causal.py, lines 20-61"``.
+        where: the module's path inside the package and the line range in that file, e.g.
+            ``"attention_from_scratch/causal.py, lines 20-61"``, followed by
+            ``", docstrings left out"`` when they were.
     """
 
     def __init__(self, code: str, where: str) -> None:
@@ -117,4 +118,7 @@ def show_source(obj: object, *, docstrings: bool = True) -> SourceCode:
     parts = file.parts
     shown = "/".join(parts[parts.index(package) :]) if package in parts else file.name
     end = start + len(lines) - 1
-    return SourceCode(code, f"{shown}, lines {start}-{end}")
+    # Without its docstrings the block is shorter than the file's range: say so, or a reader
+    # counting lines from the header would land on the wrong ones.
+    omitted = "" if docstrings else ", docstrings left out"
+    return SourceCode(code, f"{shown}, lines {start}-{end}{omitted}")
