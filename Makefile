@@ -78,15 +78,18 @@ student: $(STAMP)
 	@echo "The student edition is in _build/student (hand out attention-from-scratch-student.zip)."
 
 # Grade a folder of submitted notebooks, each kernel in its own bubblewrap sandbox (Linux):
-# make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none].
+# make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none]
+# [ROSTER=roster.csv].
 # SANDBOX=none grades without isolation, for a class you trust; every row then says so.
 TIMEOUT ?= 600
 WORKERS ?= 2
 MEMORY ?= 8
 SANDBOX ?= bwrap
+# ROSTER=roster.csv also writes SUBMISSIONS/gradebook.csv for the LMS (tools/gradebook.py).
+ROSTER ?=
 grade: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none]"; exit 2; }
-	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS) --memory $(MEMORY) --sandbox $(SANDBOX)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none] [ROSTER=roster.csv]"; exit 2; }
+	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS) --memory $(MEMORY) --sandbox $(SANDBOX) $(if $(ROSTER),--roster "$(ROSTER)")
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_paths.py

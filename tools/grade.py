@@ -16,10 +16,11 @@ with scores 0 and its row's status says so (see CONTRIBUTING.md, "Grading untrus
 submissions").
 
 Writes DIR/grades.csv (one row per file: `submission`, one column per auto-graded exercise,
-`total`, `possible`, `status`, `notes`, `isolation`) and DIR/feedback/<name>.md.
+`total`, `possible`, `status`, `notes`, `isolation`) and DIR/feedback/<name>.md; with a
+roster, also DIR/gradebook.csv for the LMS (tools/gradebook.py).
 
 Usage: python tools/grade.py DIR [--timeout 600] [--workers 2] [--sandbox bwrap|none]
-       [--memory 8] [--hidden grading/hidden]
+       [--memory 8] [--hidden grading/hidden] [--roster roster.csv]
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import gradebook  # tools/gradebook.py, beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_HIDDEN = ROOT / "grading" / "hidden"
 DEFAULT_TIMEOUT = 600
@@ -49,7 +52,7 @@ DEFAULT_MEMORY_GIB = 8.0
 OUTPUT_BYTES = 32 * 2**20
 SANDBOXES = ("bwrap", "none")
 PROBE = ("--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "true")
-OUTPUTS = {"grades.csv", "feedback"}
+OUTPUTS = {"grades.csv", "feedback", "gradebook.csv"}
 LABEL = r"ch\d+-ex-[a-z0-9]+(?:-[a-z0-9]+)*"
 # A check cell: optional comment lines, then exactly `check("label")`.
 CHECK_CELL = re.compile(rf"^(?:\s*#[^\n]*\n)*\s*check\(\s*[\"']({LABEL})[\"']\s*\)\s*;?\s*$")
@@ -762,8 +765,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--memory", type=float, default=DEFAULT_MEMORY_GIB, help="GiB of memory per kernel"
     )
+    parser.add_argument(
+        "--roster",
+        type=Path,
+        default=None,
+        help="the LMS's class list with a `submission` column: also write gradebook.csv",
+    )
     parser.add_argument("--checks", type=Path, action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    # A roster that cannot be read is refused before hours of grading, not after.
+    roster = gradebook.Roster.read(args.roster) if args.roster is not None else None
     try:
         rows = grade_folder(
             args.submissions,
@@ -783,6 +794,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{_points(row['possible']) or '-'} ({row['status']})"
         )
     print(f"Wrote {args.submissions / 'grades.csv'} and {args.submissions / 'feedback'}/")
+    if roster is not None:
+        book = args.submissions / "gradebook.csv"
+        for warning in gradebook.write_gradebook(book, roster, rows):
+            print(f"gradebook: {warning}")
+        print(f"Wrote {book}, for the LMS's grade import")
     return 0
 
 
