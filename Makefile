@@ -13,7 +13,7 @@ export TORCH
 # here must drop it, or the book would show outputs of the old package.
 PACKAGE_SOURCES := $(shell find src -name '*.py' -not -path '*/__pycache__/*')
 
-.PHONY: book book-fresh test prerequisites clear-outputs lint unit notebooks nbmake html-checks workflows bench clean student grade
+.PHONY: book book-fresh test prerequisites clear-outputs lint unit notebooks nbmake html-checks workflows bench clean student grade gradescope
 
 $(STAMP): requirements.txt pyproject.toml tools/prerequisites.py tools/ipython_kernel_config.py
 	$(PYTHON) tools/prerequisites.py book
@@ -90,6 +90,13 @@ ROSTER ?=
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none] [ROSTER=roster.csv]"; exit 2; }
 	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS) --memory $(MEMORY) --sandbox $(SANDBOX) $(if $(ROSTER),--roster "$(ROSTER)")
+
+# A Gradescope autograder for some chapters (book/instructors.md):
+# make gradescope CHAPTERS="3 4" writes _build/gradescope/autograder-ch3-ch4.zip.
+CHAPTERS ?=
+gradescope: $(STAMP)
+	@test -n "$(CHAPTERS)" || { echo 'usage: make gradescope CHAPTERS="3 4" [TIMEOUT=600]'; exit 2; }
+	$(BIN)/python tools/gradescope.py $(CHAPTERS) --timeout $(TIMEOUT)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_paths.py
