@@ -502,6 +502,39 @@ def test_every_text_is_at_least_nine_points(toy_tokens: list[str]) -> None:
         assert fig.get_figwidth() <= 7.0 + 1e-9
 
 
+def test_plot_layout_tints_storage_elements_with_the_okabe_ito_palette() -> None:
+    from matplotlib.colors import to_rgb
+
+    def tint(colour: str) -> tuple[float, ...]:
+        return tuple(0.55 + 0.45 * c for c in to_rgb(colour))
+
+    def faces(ax: Axes) -> list[tuple[float, ...]]:
+        return [tuple(round(c, 6) for c in p.get_facecolor()[:3]) for p in ax.patches]
+
+    def rounded(colours: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
+        return [tuple(round(c, 6) for c in colour) for colour in colours]
+
+    # Okabe and Ito's eight colours, in the order of notation.md's head colours.
+    okabe_ito = ["#0072B2", "#CC79A7", "#009E73", "#E69F00"]
+    okabe_ito += ["#56B4E9", "#D55E00", "#000000", "#F0E442"]
+    x = torch.arange(12.0).view(3, 4)
+    top, bottom = layout_panels(afs.plot_layout(x.T))
+    # Storage element k has the k % 8-th colour, in the storage and in the tensor alike.
+    assert faces(bottom) == rounded([tint(okabe_ito[k % 8]) for k in range(12)])
+    assert faces(top) == rounded(
+        [tint(okabe_ito[k % 8]) for k in (0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11)]
+    )
+    # With heads=(h, d_h), element k of a (t, h * d_h) storage has its head's colour.
+    top, bottom = layout_panels(afs.plot_layout(x[:, 2:], heads=(2, 2)))
+    head_of = [0, 0, 1, 1] * 3
+    assert faces(bottom) == rounded([tint(okabe_ito[head]) for head in head_of])
+    assert faces(top) == rounded([tint(okabe_ito[1])] * 6)
+    legend = bottom.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["head 0", "head 1"]
+    with pytest.raises(TypeError, match=r"heads: expected a tuple \(h, d_h\)"):
+        afs.plot_layout(x, heads=2)
+
+
 def test_plot_layout_draws_up_to_sixteen_elements() -> None:
     fig = afs.plot_layout(torch.arange(16.0).view(4, 4))
     assert len(texts(fig.axes[1])) == 2 * 16

@@ -2,11 +2,52 @@
 
 from __future__ import annotations
 
-import torch
-
 from attention_from_scratch.exercises import get_exercise
+from attention_from_scratch.exercises.ch5 import (
+    _check_merged_stride,
+    _check_permuted_layout,
+    _check_sliced_layout,
+    check_merge,
+    merge_cases,
+    permute_cases,
+    slice_cases,
+)
 
+permute_strides = get_exercise("ch5-ex-permute-strides")
+view_noncontiguous = get_exercise("ch5-ex-view-noncontiguous")
+slice_stride = get_exercise("ch5-ex-slice-stride")
 merge_reshape = get_exercise("ch5-ex-merge-reshape")
+
+
+@permute_strides.check(
+    points=1,
+    hint="`permuted_layout` must also work for one dimension and for six.",
+    hidden=True,
+)
+def permutes_other_ranks(permuted_layout):
+    cases = permute_cases(101, (1, 6, 6, 2))
+    cases.append(((3, 1, 4), (1, 99, 3), [2, 0, 1]))  # the order as a list
+    _check_permuted_layout(permuted_layout, cases)
+
+
+@view_noncontiguous.check(
+    points=1,
+    hint="`merged_stride` must also handle a merged dimension of size 1.",
+    hidden=True,
+)
+def merges_size_one_dimensions(merged_stride):
+    _check_merged_stride(merged_stride, merge_cases(103, 8, size_one=True))
+
+
+@slice_stride.check(
+    points=1,
+    hint="`sliced_layout` must also handle a step longer than the dimension.",
+    hidden=True,
+)
+def slices_with_long_steps(sliced_layout):
+    cases = slice_cases(107, 8, max_size=3)
+    cases.append(((5, 4), (4, 1), 3, 0, 4, 7))  # one element left, offset moved
+    _check_sliced_layout(sliced_layout, cases)
 
 
 @merge_reshape.check(
@@ -15,5 +56,5 @@ merge_reshape = get_exercise("ch5-ex-merge-reshape")
     hidden=True,
 )
 def merges_edge_shapes(merge_heads_reshape):
-    x = torch.arange(6.0).view(2, 1, 1, 3)  # (b, h, t, d_h)
-    assert torch.equal(merge_heads_reshape(x), x.view(2, 1, 3))
+    check_merge(merge_heads_reshape, b=2, h=1, t=1, d_h=3, seed=109)
+    check_merge(merge_heads_reshape, b=1, h=4, t=3, d_h=1, seed=113)

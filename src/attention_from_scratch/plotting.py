@@ -444,20 +444,27 @@ def plot_attention_heads(
     return fig
 
 
-def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
+def plot_layout(
+    x: torch.Tensor, *, title: str | None = None, heads: tuple[int, int] | None = None
+) -> Figure:
     """Draw a 2-D tensor next to its storage, with each element's storage index.
 
     The top panel is the tensor as we index it (rows and columns); the bottom panel is the flat
     storage it reads from. Each cell shows its value (to 3 significant digits) and, underneath,
     the storage index that ``storage_offset + i * stride[0] + j * stride[1]`` gives, so a
-    transposed tensor shows the same storage read in a different order. The figure is at most
-    7 inches wide, with text of at least 9 points.
+    transposed tensor shows the same storage read in a different order. A storage element has
+    the same light tint of the Okabe-Ito palette wherever it appears (storage index ``k`` takes
+    the ``k % 8``-th of ``HEAD_COLOURS``), or, with ``heads``, the colour of its head, named in
+    a legend. The figure is at most 7 inches wide, with text of at least 9 points.
 
     Args:
         x: a tensor with two dimensions, at least one element, and at most 16 elements in it
             and in its whole storage (one row of 16 storage cells fills the column). A small
             view of a large tensor is refused too, because its storage is drawn in full.
         title: a title for the figure (the shape and strides are always shown).
+        heads: ``(h, d_h)`` when the storage holds row-major ``(..., h * d_h)`` projections:
+            storage element ``k`` then belongs to head ``(k // d_h) % h`` and takes that head's
+            colour, ``HEAD_COLOURS[head]``.
 
     Returns:
         The matplotlib ``Figure``; its two axes are the tensor and its storage.
@@ -465,7 +472,7 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
     Raises:
         TypeError: ``x`` is not a tensor.
         ValueError: ``x`` is not 2-D, is empty, or it or its storage holds more than 16
-            elements.
+            elements; ``heads`` is not two positive integers.
 
     Introduced in chapter 5.
     """
@@ -476,6 +483,16 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
     if x.numel() == 0:
         raise ValueError(f"x: expected at least one element, got shape {tuple(x.shape)}")
     title = _check_title(title)
+    if heads is not None:
+        if not isinstance(heads, tuple) or len(heads) != 2:
+            raise TypeError(f"heads: expected a tuple (h, d_h), got {heads!r}")
+        heads = (check_positive_int("heads[0]", heads[0]), check_positive_int("heads[1]", heads[1]))
+
+    def colour(k: int) -> str:
+        if heads is None:
+            return HEAD_COLOURS[k % len(HEAD_COLOURS)]
+        return HEAD_COLOURS[(k // heads[1]) % heads[0] % len(HEAD_COLOURS)]
+
     rows, cols = x.shape
     row_stride, col_stride = x.stride()
     offset = x.storage_offset()
@@ -501,9 +518,22 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
         for i in range(rows):
             for j in range(cols):
                 index = offset + i * row_stride + j * col_stride
-                _draw_cell(top, j, rows - 1 - i, values[i, j].item(), index, colour=index)
+                _draw_cell(top, j, rows - 1 - i, values[i, j].item(), index, colour(index))
         for k in range(n):
-            _draw_cell(bottom, k, 0, storage[k].item(), k, colour=k)
+            _draw_cell(bottom, k, 0, storage[k].item(), k, colour(k))
+        if heads is not None:
+            bottom.legend(
+                handles=[
+                    plt.Rectangle((0, 0), 1, 1, facecolor=_tint(colour(i * heads[1])), ec="black")
+                    for i in range(heads[0])
+                ],
+                labels=[f"head {i}" for i in range(heads[0])],
+                loc="upper center",
+                bbox_to_anchor=(0.5, 0.0),
+                ncols=min(heads[0], 4),
+                fontsize=_FONT_PT,
+                frameon=False,
+            )
         for ax, height in ((top, rows), (bottom, 1)):
             ax.set_xlim(0, width)
             ax.set_ylim(0, height)
@@ -521,17 +551,14 @@ def plot_layout(x: torch.Tensor, *, title: str | None = None) -> Figure:
     return fig
 
 
-def _draw_cell(ax: Axes, left: int, bottom: int, value: object, index: int, colour: int) -> None:
+def _tint(colour: str) -> tuple[float, float, float]:
+    """A light tint of ``colour`` (45 % of it over white), on which black text stays legible."""
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    return (0.55 + 0.45 * r, 0.55 + 0.45 * g, 0.55 + 0.45 * b)
+
+
+def _draw_cell(ax: Axes, left: int, bottom: int, value: object, index: int, colour: str) -> None:
     """One cell of a layout picture: its value above, its storage index below."""
-    ax.add_patch(
-        plt.Rectangle(
-            (left, bottom),
-            1,
-            1,
-            facecolor=plt.cm.tab20(colour % 20),
-            alpha=0.45,
-            edgecolor="black",
-        )
-    )
+    ax.add_patch(plt.Rectangle((left, bottom), 1, 1, facecolor=_tint(colour), edgecolor="black"))
     ax.text(left + 0.5, bottom + 0.64, f"{value:.3g}", ha="center", va="center", fontsize=_FONT_PT)
     ax.text(left + 0.5, bottom + 0.27, f"[{index}]", ha="center", va="center", fontsize=_FONT_PT)

@@ -1,57 +1,300 @@
 """Checks for the exercises of chapter 5, "Tensor layout".
 
-Expected values are computed here from the stride rule, never from a learner's code.
+Three answers compute a layout by reasoning: functions of a shape, strides and offset that the
+checks call on layouts they draw themselves, with every way of reading a layout off a real
+tensor refused while the answer runs. The fourth merges heads and is run with the package's
+``merge_heads`` and ``split_heads`` refused. Expected values come from the stride rule or from
+torch, computed here outside any learner code.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 
-from ..layout import merge_heads, split_heads
+from ..layout import describe_layout, merge_heads, shares_storage, split_heads
 from ._core import Exercise
+from ._shortcuts import refusing
 
-permute_strides = Exercise("ch5-ex-permute-strides", chapter=5)
+# Every way to build a tensor with a given layout or to read a layout off one: an answer that
+# must compute strides by hand may call none of them.
+LAYOUT_SHORTCUTS: tuple[Callable[..., Any], ...] = (
+    torch.Tensor.stride,
+    torch.Tensor.storage_offset,
+    torch.Tensor.data_ptr,
+    torch.Tensor.untyped_storage,
+    torch.Tensor.is_contiguous,
+    torch.Tensor.numpy,
+    torch.Tensor.__array__,
+    torch.Tensor.as_strided,
+    torch.as_strided,
+    torch.empty_strided,
+    torch.Tensor.permute,
+    torch.permute,
+    torch.Tensor.__getitem__,
+    torch.Tensor.narrow,
+    torch.narrow,
+    torch.Tensor.view,
+    torch.Tensor.reshape,
+    torch.reshape,
+    describe_layout,
+)
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _ints(value: object, what: str, length: int) -> tuple[int, ...]:
+    assert isinstance(value, (tuple, list)), (
+        f"{what} must be a tuple of ints, got {type(value).__name__}"
+    )
+    assert len(value) == length, f"{what} must have {length} entries, got {len(value)}"
+    assert all(isinstance(v, int) and not isinstance(v, bool) for v in value), (
+        f"{what} must hold Python ints, got {value!r}"
+    )
+    return tuple(value)
+
+
+def _randint(low: int, high: int, generator: torch.Generator) -> int:
+    """An int in [low, high] (both included)."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def _random_layout(
+    rank: int, generator: torch.Generator, max_size: int = 6
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A shape and strides that are not row-major: strides drawn at random."""
+    shape = tuple(_randint(1, max_size, generator) for _ in range(rank))
+    strides = tuple(_randint(1, 60, generator) for _ in range(rank))
+    return shape, strides
+
+
+# ------------------------------------------------------------------------------- permute
+
+permute_strides = Exercise(
+    "ch5-ex-permute-strides",
+    chapter=5,
+    manual_points=1,
+    rubric="Predicts shape (4, 2, 3) and strides (1, 12, 4) for torch.zeros(2, 3, 4)"
+    ".permute(2, 0, 1), and says it is not contiguous: (1, 12, 4) are not the row-major "
+    "strides (6, 3, 1) of a (4, 2, 3) tensor.",
+)
+
+
+def permute_reference(
+    shape: Sequence[int], strides: Sequence[int], order: Sequence[int]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Dimension k of the result is dimension order[k] of the input, size and stride."""
+    return tuple(shape[o] for o in order), tuple(strides[o] for o in order)
+
+
+def _check_permuted_layout(permuted_layout: object, cases: list[tuple[Any, ...]]) -> None:
+    assert callable(permuted_layout), "`permuted_layout` must be a function"
+    for shape, strides, order in cases:
+        expected = permute_reference(shape, strides, order)
+        with refusing(*LAYOUT_SHORTCUTS, write="the permuted layout"):
+            answer = permuted_layout(shape, strides, order)
+        assert isinstance(answer, (tuple, list)) and len(answer) == 2, (
+            "`permuted_layout` must return two tuples, (shape, strides)"
+        )
+        got = (
+            _ints(answer[0], "the shape", len(shape)),
+            _ints(answer[1], "the strides", len(shape)),
+        )
+        if got == expected:
+            continue
+        inverse = [order.index(k) for k in range(len(order))]
+        if got == permute_reference(shape, strides, inverse):
+            raise AssertionError(
+                f"for shape {shape}, strides {strides}, order {order}: you placed old "
+                "dimension k at position order[k]; permute does the opposite"
+            )
+        if got[0] == expected[0] and got[1] == tuple(strides):
+            raise AssertionError(
+                f"for shape {shape}, strides {strides}, order {order}: the shape is right but "
+                "the strides stayed in their old order; a stride moves with its dimension"
+            )
+        raise AssertionError(
+            f"for shape {shape}, strides {strides}, order {order}: got {got}, which is not "
+            "the layout of the permuted tensor"
+        )
+
+
+def permute_cases(seed: int, ranks: Sequence[int]) -> list[tuple[Any, ...]]:
+    generator = _generator(seed)
+    cases = []
+    for rank in ranks:
+        shape, strides = _random_layout(rank, generator)
+        order = tuple(int(o) for o in torch.randperm(rank, generator=generator))
+        cases.append((shape, strides, order))
+    return cases
 
 
 @permute_strides.check(
     points=2,
-    hint="`p` must be torch.zeros(2, 3, 4).permute(2, 0, 1): shape (4, 2, 3), strides "
-    "(1, 12, 4), not contiguous.",
+    hint="`permuted_layout(shape, strides, order)` returns (new_shape, new_strides) from the "
+    "three tuples alone. Ask, for each position k of the result: which dimension of the input "
+    "does it come from, and what does that dimension take along with it?",
 )
-def permuted_layout(p):
-    assert isinstance(p, torch.Tensor)
-    assert tuple(p.shape) == (4, 2, 3) and p.stride() == (1, 12, 4)
-    assert not p.is_contiguous()
+def permuted_layout_by_hand(permuted_layout):
+    _check_permuted_layout(permuted_layout, permute_cases(5, (3, 4, 2, 5, 3, 4)))
 
+
+# ------------------------------------------------------------------- view of a merge
 
 view_noncontiguous = Exercise(
     "ch5-ex-view-noncontiguous",
     chapter=5,
     manual_points=1,
-    rubric="Explains with the stride rule: splitting one dimension or adding a size-1 "
-    "dimension never merges two dimensions, so the strides always exist.",
+    rubric="Explains with the stride rule why splitting never fails: a dimension of size "
+    "n1 * n2 and stride s splits into sizes (n1, n2) with strides (n2 * s, s), which always "
+    "exist; only a merge can need a copy, so view succeeds on a non-contiguous tensor "
+    "whenever it only splits or adds size-1 dimensions.",
 )
+
+
+def merged_stride_reference(shape: Sequence[int], strides: Sequence[int], k: int) -> int | None:
+    """The stride torch's view gives dimensions k and k + 1 merged, or None if view fails."""
+    count = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+    base = torch.zeros(count)
+    x = base.as_strided(tuple(shape), tuple(strides))
+    new_shape = (*shape[:k], shape[k] * shape[k + 1], *shape[k + 2 :])
+    try:
+        return int(x.view(new_shape).stride(k))
+    except RuntimeError:
+        return None
+
+
+def merge_cases(seed: int, n: int, *, size_one: bool) -> list[tuple[Any, ...]]:
+    """Layouts where dimensions k and k + 1 can be merged (about half) or cannot."""
+    generator = _generator(seed)
+    cases = []
+    while len(cases) < n:
+        rank = _randint(2, 4, generator)
+        shape, strides = _random_layout(rank, generator, max_size=5)
+        shape, strides = list(shape), list(strides)
+        k = _randint(0, rank - 2, generator)
+        shape[k] = max(shape[k], 2)
+        shape[k + 1] = max(shape[k + 1], 2)
+        if size_one:  # one of the two merged dimensions has size 1
+            shape[k + _randint(0, 1, generator)] = 1
+        elif len(cases) % 2 == 0:  # compatible, although the tensor is not contiguous
+            strides[k] = shape[k + 1] * strides[k + 1]
+        cases.append((tuple(shape), tuple(strides), k))
+    return cases
+
+
+def _check_merged_stride(merged_stride: object, cases: list[tuple[Any, ...]]) -> None:
+    assert callable(merged_stride), "`merged_stride` must be a function"
+    for shape, strides, k in cases:
+        expected = merged_stride_reference(shape, strides, k)
+        with refusing(*LAYOUT_SHORTCUTS, write="the merged stride"):
+            got = merged_stride(shape, strides, k)
+        where = f"merging dimensions {k} and {k + 1} of shape {shape}, strides {strides}"
+        if expected is None:
+            assert got is None, f"{where}: view cannot merge them, so the answer is None"
+            continue
+        assert got is not None, (
+            f"{where}: view can merge them, although the tensor may not be contiguous; only "
+            "the two merged dimensions matter"
+        )
+        assert isinstance(got, int) and not isinstance(got, bool), (
+            f"{where}: return an int stride or None, got {type(got).__name__}"
+        )
+        assert got == expected, f"{where}: got stride {got}, not the one view gives"
 
 
 @view_noncontiguous.check(
-    points=1,
-    hint="`split_view` must be a view (not a copy) of the non-contiguous tensor `a`, with "
-    "the same numbers in a new shape.",
+    points=2,
+    hint="`merged_stride(shape, strides, k)` returns the stride of the merged dimension, or "
+    "None when view must fail. Think of walking the merged dimension one element at a time: "
+    "when does that walk take the same step in storage every time, whatever the other "
+    "dimensions do?",
 )
-def a_view_of_a_non_contiguous_tensor(a, split_view):
-    assert isinstance(a, torch.Tensor) and isinstance(split_view, torch.Tensor)
-    assert not a.is_contiguous() and split_view.shape != a.shape
-    assert a.untyped_storage().data_ptr() == split_view.untyped_storage().data_ptr()
-    assert torch.equal(split_view, a.reshape(split_view.shape))
+def merged_stride_by_hand(merged_stride):
+    _check_merged_stride(merged_stride, merge_cases(7, 12, size_one=False))
 
+
+# ------------------------------------------------------------------------------- slicing
 
 slice_stride = Exercise(
     "ch5-ex-slice-stride",
     chapter=5,
-    manual_points=2,
-    rubric="1 point: m[:, ::2] has shape (3, 2), strides (4, 2), offset 0 and is not "
-    "contiguous. 1 point: m[:, 1::2] has the same strides and offset 1.",
+    manual_points=1,
+    rubric="Says both slices of x_matrix are not contiguous: their strides (4, 2) are not "
+    "the row-major (2, 1) of a (3, 2) tensor; 1::2 keeps the strides and moves the offset "
+    "to 1.",
 )
+
+
+def slice_reference(
+    shape: Sequence[int], strides: Sequence[int], offset: int, dim: int, start: int, step: int
+) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """The layout of x[..., start::step, ...] along dim, from the stride formula."""
+    new_shape = list(shape)
+    new_shape[dim] = math.ceil((shape[dim] - start) / step)
+    new_strides = list(strides)
+    new_strides[dim] = strides[dim] * step
+    return tuple(new_shape), tuple(new_strides), offset + start * strides[dim]
+
+
+def slice_cases(seed: int, n: int, max_size: int = 7) -> list[tuple[Any, ...]]:
+    generator = _generator(seed)
+    cases = []
+    for _ in range(n):
+        rank = _randint(1, 4, generator)
+        shape, strides = _random_layout(rank, generator, max_size=max_size)
+        offset = _randint(0, 9, generator)
+        dim = _randint(0, rank - 1, generator)
+        start = _randint(0, shape[dim] - 1, generator)
+        step = _randint(1, 4, generator)
+        cases.append((shape, strides, offset, dim, start, step))
+    return cases
+
+
+def _check_sliced_layout(sliced_layout: object, cases: list[tuple[Any, ...]]) -> None:
+    assert callable(sliced_layout), "`sliced_layout` must be a function"
+    for case in cases:
+        shape, strides, offset, dim, start, step = case
+        expected = slice_reference(*case)
+        with refusing(*LAYOUT_SHORTCUTS, write="the layout of a slice"):
+            answer = sliced_layout(*case)
+        assert isinstance(answer, (tuple, list)) and len(answer) == 3, (
+            "`sliced_layout` must return (shape, strides, offset)"
+        )
+        got_shape = _ints(answer[0], "the shape", len(shape))
+        got_strides = _ints(answer[1], "the strides", len(shape))
+        got_offset = answer[2]
+        where = (
+            f"slicing {start}::{step} along dimension {dim} of shape {shape}, strides "
+            f"{strides}, offset {offset}"
+        )
+        assert got_shape == expected[0], (
+            f"{where}: the shape {got_shape} is wrong; count the indices start, start + step, "
+            "... that stay below the size"
+        )
+        assert got_strides == expected[1], f"{where}: the strides {got_strides} are wrong"
+        assert isinstance(got_offset, int) and got_offset == expected[2], (
+            f"{where}: the offset {got_offset!r} is wrong; where in storage is the first "
+            "element of the slice?"
+        )
+
+
+@slice_stride.check(
+    points=2,
+    hint="`sliced_layout(shape, strides, offset, dim, start, step)` returns (shape, strides, "
+    "offset) of the slice. Use the formula for the storage index of an element: where is "
+    "element 0 of the slice, and how far is element 1 along `dim` from it?",
+)
+def sliced_layout_by_hand(sliced_layout):
+    _check_sliced_layout(sliced_layout, slice_cases(11, 12))
+
+
+# ----------------------------------------------------------------------- merging heads
 
 merge_reshape = Exercise(
     "ch5-ex-merge-reshape",
@@ -62,14 +305,52 @@ merge_reshape = Exercise(
 )
 
 
+def merge_reference(x: torch.Tensor) -> torch.Tensor:
+    """(b, h, t, d_h) -> (b, t, h * d_h), token i's heads side by side."""
+    b, h, t, d_h = x.shape
+    return torch.stack([x[:, head] for head in range(h)], dim=2).reshape(b, t, h * d_h)
+
+
+def _merge(merge_heads_reshape: object, x: torch.Tensor) -> torch.Tensor:
+    assert callable(merge_heads_reshape), "`merge_heads_reshape` must be a function"
+    with refusing(merge_heads, split_heads, write="the merge of heads"):
+        out = merge_heads_reshape(x)
+    b, h, t, d_h = x.shape
+    assert isinstance(out, torch.Tensor), (
+        f"`merge_heads_reshape` must return a tensor, got {type(out).__name__}"
+    )
+    assert tuple(out.shape) == (b, t, h * d_h), (
+        f"expected shape (b, t, h * d_h) = {(b, t, h * d_h)}, got {tuple(out.shape)}"
+    )
+    if not torch.equal(out, merge_reference(x)):
+        if torch.equal(out, x.reshape(b, t, h * d_h)):
+            raise AssertionError(
+                "the heads were merged without moving them back next to d_h, so the numbers "
+                "of different tokens were mixed: a reshape alone cannot do it"
+            )
+        raise AssertionError("the merged tensor holds the wrong numbers")
+    return out
+
+
+def check_merge(merge_heads_reshape: object, b: int, h: int, t: int, d_h: int, seed: int) -> None:
+    generator = _generator(seed)
+    context = torch.randn(b, h, t, d_h, generator=generator)  # fresh, as weights @ values
+    _merge(merge_heads_reshape, context)
+    proj = torch.randn(b, t, h * d_h, generator=generator)  # (b, t, d_out)
+    heads = proj.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h), a view of proj
+    out = _merge(merge_heads_reshape, heads)
+    assert torch.equal(out, proj), "merging split heads must give back the projection"
+    assert shares_storage(out, proj), (
+        "merging heads that were just split copied the numbers, although their layout "
+        "already fits: reshape returns a view there"
+    )
+
+
 @merge_reshape.check(
     points=2,
-    hint="`merge_heads_reshape(x)` must turn a (b, h, t, d_h) tensor into (b, t, h * d_h), "
-    "equal to the package's merge_heads.",
+    hint="`merge_heads_reshape(x)` turns (b, h, t, d_h) into (b, t, h * d_h) with one "
+    "reshape, after putting each token's heads next to each other; it should copy only when "
+    "the layout forces it.",
 )
-def merges_like_merge_heads(merge_heads_reshape):
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 4, 5, 3, generator=generator)  # (b, h, t, d_h)
-    assert torch.equal(merge_heads_reshape(x), merge_heads(x))
-    proj = torch.randn(2, 5, 12, generator=generator)  # (b, t, d_out)
-    assert torch.equal(merge_heads_reshape(split_heads(proj, 4)), proj)
+def merges_with_reshape(merge_heads_reshape):
+    check_merge(merge_heads_reshape, b=3, h=2, t=4, d_h=5, seed=3)
