@@ -281,8 +281,9 @@ def draw_context_vector(
     One row per token ``j``: its embedding ``x^(j)``, the score
     ``omega_qj = x^(q) . x^(j)``, the weight ``alpha_qj`` (softmax of the scores, as a bar and
     a number) and the weighted row ``alpha_qj x^(j)``; the bottom row adds those up into the
-    context vector ``z^(q)``. Keys are shaded orange, the weighted values green, the query
-    blue, the context vector sky blue; darker cells hold larger magnitudes.
+    context vector ``z^(q)``. The inputs, which play the keys and the values here, are
+    shaded grey (their role colour), the query blue, the context vector sky blue; darker
+    cells hold larger magnitudes.
 
     Args:
         inputs: the embeddings, shape ``(t, d_in)`` with 1 to 10 tokens and 1 to 4 features
@@ -402,7 +403,9 @@ def _draw_query_path(
         row, colour, scale = matrix[j : j + 1], ROLE_COLOURS[role], float(matrix.abs().max())
         _block(ax, left, y, row, cell * 0.98, colour, numbers=True, scale=scale)
 
-    blue, green = ROLE_COLOURS["query"], _tint(ROLE_COLOURS["value"], 0.5)
+    # Chapter 1 has no keys or values yet: its rows are the inputs, grey.
+    k_role, v_role = ("key", "value") if scaled else ("input", "input")
+    blue, green = ROLE_COLOURS["query"], _tint(ROLE_COLOURS[v_role], 0.5)
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
         numbers = ", ".join(f"{v:.2f}" for v in q.tolist())
@@ -410,7 +413,7 @@ def _draw_query_path(
         _text(ax, 0.05, height - 0.18, headline, ha="left", size=_LABEL_PT, color=blue)
         softmax = rf"softmax($\omega / \sqrt{{{d_k}}}$)" if scaled else "softmax"
         headers = (
-            (k_left + d_k * cell / 2, f"key ${k_name}^{{(j)}}$"),
+            (k_left + d_k * cell / 2, f"{k_role} ${k_name}^{{(j)}}$"),
             (
                 score_x,
                 rf"$\omega_{{{query}j}}$"
@@ -427,7 +430,7 @@ def _draw_query_path(
             bold = j == query  # the query's own row
             style = {"fontweight": "bold" if bold else "normal", "color": blue if bold else "black"}
             _text(ax, k_left - 0.08, y - row / 2, labels[j], ha="right", size=_LABEL_PT, **style)
-            numbered_row(k_left, y - 0.02, keys, j, "key")
+            numbered_row(k_left, y - 0.02, keys, j, k_role)
             _text(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=_CELL_PT)
             _arrow(ax, (score_x + 0.28, y - row / 2), (bar_left - 0.02, y - row / 2), lw=0.8)
             share = float(weights[j])
@@ -435,7 +438,7 @@ def _draw_query_path(
             ax.add_patch(Rectangle((bar_left, y - row + 0.07), *bar, facecolor=green))
             _text(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=_CELL_PT)
             _text(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
-            numbered_row(out_left, y - 0.02, weighted, j, "value")
+            numbered_row(out_left, y - 0.02, weighted, j, v_role)
         y = top - t * row - 0.12
         ax.plot([out_left, out_left + d_v * cell], [y + 0.06] * 2, color="black", lw=1)
         total = rf"sum: $z^{{({query})}}$"
@@ -1289,8 +1292,10 @@ def draw_positions_added(
     """Draw token vectors plus position vectors: ``E + P`` as three grids, row by row.
 
     Row ``p`` of each grid is one position: the token's vector, the position vector
-    ``P_p`` and their sum, which is what the first attention layer reads. Blue cells are
-    positive, orange negative, darker for larger magnitudes, on one scale for all three.
+    ``P_p`` and their sum, which is what the first attention layer reads. The cells are
+    coloured on one diverging scale for all three, centred at 0 (white): red positive,
+    blue negative (``RdBu_r``, as chapter 6's heatmap of the sinusoidal encoding),
+    darker for larger magnitudes.
 
     Args:
         token_vectors: the token embeddings, shape ``(t, d)``, 1 to 10 tokens and 1 to 12
@@ -1331,9 +1336,7 @@ def draw_positions_added(
     def signed(left: float, top: float, matrix: torch.Tensor) -> float:
         for i in range(t):
             for j in range(d):
-                value = float(matrix[i, j])
-                colour = ROLE_COLOURS["query"] if value >= 0 else ROLE_COLOURS["key"]
-                face = _tint(colour, 0.08 + 0.92 * abs(value) / scale)
+                face = diverging(0.5 + 0.5 * float(matrix[i, j]) / scale)[:3]
                 _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.5)
         _frame(ax, left, top, t, d, cell)
         return d * cell
@@ -1352,13 +1355,18 @@ def draw_positions_added(
             w = signed(left, top, matrix)
             _text(ax, left + w / 2, top + 0.1, name, va="bottom")
             if sign:
+    diverging = plt.get_cmap("RdBu_r")  # 0 is white, the middle of the scale
                 _text(ax, left + w + 0.32, top - t * cell / 2, sign, size=_LABEL_PT + 4)
             left += w + 0.65
         _legend(
             ax,
             label_room,
             0.22,
-            [(ROLE_COLOURS["query"], "positive"), (ROLE_COLOURS["key"], "negative")],
+            [
+                (diverging(1.0), f"+{scale:.1f}"),
+                (diverging(0.5), "0"),
+                (diverging(0.0), f"-{scale:.1f}"),
+            ],
         )
     return fig
 

@@ -1,45 +1,136 @@
 """Checks for the exercises of chapter 1, "Simplified attention".
 
-Expected values are computed here from the toy sentence itself, never from a learner's code.
+Each auto-graded exercise asks for a function; the checks call it on inputs they draw
+themselves and compare it with a reference computed here from first principles, never from a
+learner's objects. Where an exercise asks the learner to build something torch or the package
+already has, the answer runs with that shortcut refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 
-from ..toy import toy_sentence
+from ..simplified import (
+    simplified_attention,
+    simplified_attention_loop,
+    softmax_naive,
+    softmax_stable,
+)
 from ._core import Exercise, answer_tensor
+from ._shortcuts import refusing
+
+# Every way torch has to multiply matrices or vectors in one call. `a @ b` reaches the
+# refusal as Tensor.matmul (Tensor.__matmul__ alone does not catch it).
+MATRIX_PRODUCTS = (
+    torch.matmul,
+    torch.Tensor.matmul,
+    torch.Tensor.__matmul__,
+    torch.Tensor.__rmatmul__,
+    torch.mm,
+    torch.Tensor.mm,
+    torch.mv,
+    torch.Tensor.mv,
+    torch.bmm,
+    torch.Tensor.bmm,
+    torch.addmm,
+    torch.addmv,
+    torch.einsum,
+    torch.inner,
+    torch.Tensor.inner,
+    torch.tensordot,
+    torch.linalg.vecdot,
+    torch.linalg.multi_dot,
+    F.linear,
+    F.bilinear,
+    F.scaled_dot_product_attention,
+)
+SOFTMAXES = (
+    torch.softmax,
+    torch.Tensor.softmax,
+    F.softmax,
+    torch.special.softmax,
+    torch.log_softmax,
+    torch.Tensor.log_softmax,
+    F.log_softmax,
+    torch.special.log_softmax,
+    softmax_naive,
+    softmax_stable,
+)
+PACKAGE_ATTENTION = (simplified_attention, simplified_attention_loop)
 
 
-def _reference() -> tuple[list[str], torch.Tensor, torch.Tensor]:
-    """The toy sentence's tokens, its simplified attention weights and context vectors."""
-    tokens, inputs = toy_sentence()
-    weights = torch.softmax(inputs @ inputs.T, dim=-1)  # (t, t)
-    return tokens, weights, weights @ inputs  # (t, d_in)
+def _inputs(seed: int, t: int, d_in: int, scale: float = 1.0, **kwargs: Any) -> torch.Tensor:
+    """Embeddings ``(t, d_in)`` drawn from the check's own generator, in [0, scale)."""
+    generator = torch.Generator().manual_seed(seed)
+    return scale * torch.rand(t, d_in, generator=generator, **kwargs)  # (t, d_in)
 
+
+def _weights(x: torch.Tensor) -> torch.Tensor:
+    """Simplified attention weights, softmax(X X^T) along each row, in float64."""
+    x = x.double()
+    return torch.softmax(x @ x.T, dim=-1)  # (t, t)
+
+
+def _close(got: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5) -> bool:
+    return torch.allclose(got.double(), expected.double(), atol=atol, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# ch1-ex-step-context
+# ---------------------------------------------------------------------------------------------
 
 step_context = Exercise("ch1-ex-step-context", chapter=1)
 
 
-@step_context.check(
-    points=1,
-    hint="`weights_step` must be the softmax of the six scores of 'step': shape (6,), "
-    "positive, summing to one.",
-)
-def step_weights(weights_step):
-    _, weights, _ = _reference()
-    assert torch.allclose(answer_tensor(weights_step, (6,)), weights[5], atol=1e-4)
+def run_context_vector(context_vector: Callable[..., Any], x: torch.Tensor, i: int) -> Any:
+    """Call the learner's ``context_vector`` with matrix products and the package refused."""
+    with refusing(
+        *MATRIX_PRODUCTS, *PACKAGE_ATTENTION, write="the scores and the weighted sum as loops"
+    ):
+        return context_vector(x.clone(), i)
+
+
+def assert_context(got: object, x: torch.Tensor, i: int) -> None:
+    """``got`` must be z^(i) of simplified attention on ``x``; name a common mistake if not."""
+    t, d_in = x.shape
+    weights = _weights(x)  # (t, t)
+    expected = weights[i] @ x.double()  # (d_in,)
+    assert isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}"
+    if tuple(got.shape) == (t,) and t != d_in:
+        raise AssertionError(
+            f"returned {t} numbers, one per token: the weights, not the weighted sum of rows"
+        )
+    assert tuple(got.shape) == (d_in,), f"expected shape ({d_in},), got {tuple(got.shape)}"
+    assert got.dtype == x.dtype, f"expected the inputs' dtype {x.dtype}, got {got.dtype}"
+    got = got.detach().cpu()
+    if torch.isnan(got).any():
+        raise AssertionError("nan in the result: the exponentials overflowed")
+    unnormalised = (x.double() @ x[i].double()) @ x.double()  # (d_in,)
+    if _close(got, unnormalised):
+        raise AssertionError("the rows were weighted by the raw scores, not by softmax")
+    assert _close(got, expected), f"wrong context vector for token {i}"
 
 
 @step_context.check(
     points=2,
-    hint="`context_step` must be the weighted sum of all six embeddings, shape (3,): "
-    "sum over j of weights_step[j] * inputs[j].",
+    hint="Token i's context vector takes three steps: a score for every token (its dot "
+    "product with token i), softmax over those t scores, and the sum of all t rows, each "
+    "scaled by its weight. It has d_in numbers, and works for any t and d_in.",
 )
-def step_context_vector(context_step):
-    _, _, context = _reference()
-    assert torch.allclose(answer_tensor(context_step, (3,)), context[5], atol=1e-4)
+def context_of_any_token(context_vector):
+    """context_vector(inputs, i) on inputs of the check's own"""
+    x = _inputs(101, 5, 4)  # (t, d_in) = (5, 4)
+    for i in (0, 3):
+        assert_context(run_context_vector(context_vector, x, i), x, i)
 
+
+# ---------------------------------------------------------------------------------------------
+# ch1-ex-shift (graded by hand)
+# ---------------------------------------------------------------------------------------------
 
 shift = Exercise(
     "ch1-ex-shift",
@@ -50,50 +141,109 @@ shift = Exercise(
     "differences between scores, so the weights sharpen (factor > 1) or flatten (< 1).",
 )
 
+# ---------------------------------------------------------------------------------------------
+# ch1-ex-temperature
+# ---------------------------------------------------------------------------------------------
+
 temperature = Exercise(
     "ch1-ex-temperature",
     chapter=1,
     manual_points=1,
-    rubric="Says that softmax subtracts the largest score before exponentiating, so no "
-    "exponent is positive and nothing overflows.",
+    rubric="As T -> 0 the weights become one-hot on the largest score (an argmax); as T "
+    "grows they approach the uniform 1/t. No overflow at T = 0.001 because the largest "
+    "scaled score is subtracted before exponentiating: no exponent is positive.",
 )
+
+
+def run_softmax_temperature(
+    softmax_temperature: Callable[..., Any], scores: torch.Tensor, t: float
+) -> Any:
+    """Call the learner's ``softmax_temperature`` with every ready-made softmax refused."""
+    with refusing(*SOFTMAXES, write="the softmax"):
+        return softmax_temperature(scores.clone(), t)
+
+
+def assert_softmax_temperature(got: object, scores: torch.Tensor, t: float) -> None:
+    """``got`` must be softmax(scores / t) over the last dimension; name a mistake if not."""
+    expected = torch.softmax(scores.double() / t, dim=-1)
+    assert isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}"
+    assert got.shape == scores.shape, (
+        f"expected the shape of the scores {tuple(scores.shape)}, got {tuple(got.shape)}"
+    )
+    assert got.dtype == scores.dtype, f"expected the scores' dtype {scores.dtype}, got {got.dtype}"
+    got = got.detach().cpu()
+    if torch.isnan(got).any() or torch.isinf(got).any():
+        raise AssertionError("nan or inf in the weights: the exponentials overflowed")
+    if scores.dim() > 1 and _close(got, torch.softmax(scores.double() / t, dim=0)):
+        raise AssertionError("normalised along dimension 0, not the last dimension")
+    if t != 1 and _close(got, torch.softmax(scores.double() * t, dim=-1)):
+        raise AssertionError("the scores were multiplied by the temperature, not divided")
+    if t != 1 and _close(got, torch.softmax(scores.double(), dim=-1)):
+        raise AssertionError("the temperature changed nothing: it was left out")
+    assert _close(got, expected, atol=1e-4), f"wrong weights at T = {t}"
 
 
 @temperature.check(
     points=1,
-    hint="`cold` must be softmax(scores_journey / 0.001): all weight on 'journey', shape (6,).",
+    hint="A temperature divides every score before softmax; then exponentiate and divide "
+    "each slice of the last dimension by its own sum. Keep the summed dimension so that "
+    "the division lines up.",
 )
-def cold_is_one_hot(cold):
-    expected = torch.zeros(6)
-    expected[1] = 1.0
-    assert torch.allclose(answer_tensor(cold, (6,)), expected, atol=1e-4)
+def softmax_with_temperature(softmax_temperature):
+    """softmax_temperature(scores, T) on scores of the check's own"""
+    scores = 3 * torch.randn(3, 5, generator=torch.Generator().manual_seed(202))  # (3, 5)
+    for t in (0.5, 2.0):
+        got = run_softmax_temperature(softmax_temperature, scores, t)
+        assert_softmax_temperature(got, scores, t)
 
 
-@temperature.check(
-    points=1,
-    hint="`hot` must be softmax(scores_journey / 1000): nearly uniform weights of 1/6.",
-)
-def hot_is_uniform(hot):
-    assert torch.allclose(answer_tensor(hot, (6,)), torch.full((6,), 1 / 6), atol=1e-3)
-
+# ---------------------------------------------------------------------------------------------
+# ch1-ex-rows-columns
+# ---------------------------------------------------------------------------------------------
 
 rows_columns = Exercise(
     "ch1-ex-rows-columns",
     chapter=1,
     manual_points=1,
     rubric="Rows are normalised by softmax (each query hands out one unit); columns are not: "
-    "a column sum is the attention a token receives.",
+    "a column sum is the attention a token receives, larger for tokens that match many "
+    "others; together the column sums add up to t.",
 )
+
+
+def run_attention_received(attention_received: Callable[..., Any], x: torch.Tensor) -> Any:
+    """Call the learner's ``attention_received`` with the package's attention refused."""
+    with refusing(*PACKAGE_ATTENTION, write="the attention weights"):
+        return attention_received(x.clone())
+
+
+def assert_received(got: object, x: torch.Tensor) -> None:
+    """``got`` must hold the column sums of softmax(X X^T); name a mistake if not."""
+    weights = _weights(x)  # (t, t)
+    t = x.shape[0]
+    got = answer_tensor(got, (t,))
+    if t > 1 and _close(got, torch.ones(t, dtype=torch.float64)):
+        raise AssertionError("every sum is 1: those are the rows, each query's own total")
+    x64 = x.double()
+    if _close(got, (x64 @ x64.T).sum(dim=0)):
+        raise AssertionError("summed the scores, not the weights")
+    assert _close(got, weights.sum(dim=0)), "wrong column sums"
 
 
 @rows_columns.check(
     points=1,
-    hint="`column_sums` must be weights.sum(dim=0): one number per token, shape (6,).",
+    hint="Column j of the weights holds what every query gives token j; add up each column "
+    "of the weight matrix of these inputs, not its rows.",
 )
-def column_sums_values(column_sums):
-    _, weights, _ = _reference()
-    assert torch.allclose(answer_tensor(column_sums, (6,)), weights.sum(dim=0), atol=1e-4)
+def attention_each_token_receives(attention_received):
+    """attention_received(inputs) on inputs of the check's own"""
+    x = _inputs(303, 7, 3)  # (t, d_in) = (7, 3)
+    assert_received(run_attention_received(attention_received, x), x)
 
+
+# ---------------------------------------------------------------------------------------------
+# ch1-ex-self
+# ---------------------------------------------------------------------------------------------
 
 self_attention = Exercise(
     "ch1-ex-self",
@@ -101,16 +251,43 @@ self_attention = Exercise(
     manual_points=2,
     rubric="1 point: the score with itself is the squared length, with another token "
     "length times length times cos(angle). 1 point: a longer token pointing in a similar "
-    "direction ('journey') can beat the token itself.",
+    "direction (here 'journey') can beat the token itself.",
 )
+
+
+def assert_favourites(got: object, x: torch.Tensor) -> None:
+    """``got`` must give, for each row of the weights, the index of its largest entry."""
+    weights = _weights(x)  # (t, t)
+    t = x.shape[0]
+    if isinstance(got, torch.Tensor):
+        assert not got.is_floating_point(), "expected token indices (integers), got floats"
+        got = got.detach().cpu().tolist()
+    assert isinstance(got, (list, tuple)), f"expected a list of ints, got {type(got).__name__}"
+    assert len(got) == t, f"expected one index per token ({t}), got {len(got)}"
+    assert all(isinstance(j, int) and not isinstance(j, bool) for j in got), (
+        "expected int token indices"
+    )
+    expected = weights.argmax(dim=-1).tolist()
+    if got != expected and got == weights.argmax(dim=0).tolist():
+        raise AssertionError("took the largest entry of each column, not of each row")
+    if got != expected and got == list(range(t)):
+        raise AssertionError("every token picked itself, which is not what the weights say")
+    assert got == expected, "wrong favourites"
 
 
 @self_attention.check(
     points=1,
-    hint="`favourites` must be a list of six tokens: favourites[i] is the token that token "
-    "i attends to most (the argmax of row i of `weights`).",
+    hint="Each row of the weights is one attending token: find the position of the largest "
+    "weight in each row. A token need not pick itself.",
 )
-def favourite_tokens(favourites):
-    tokens, weights, _ = _reference()
-    assert isinstance(favourites, list)
-    assert favourites == [tokens[int(row.argmax())] for row in weights]
+def favourites_of_any_sentence(favourites):
+    """favourites(inputs) on inputs of the check's own"""
+    # Lengths from 0.5 to 2.0: some tokens attend most to a longer neighbour.
+    x = _inputs(404, 8, 3) * torch.linspace(0.5, 2.0, 8)[:, None]  # (t, d_in)
+    assert favourites_rows_differ_from_self(x)
+    assert_favourites(favourites(x.clone()), x)
+
+
+def favourites_rows_differ_from_self(x: torch.Tensor) -> bool:
+    """True when some token of ``x`` attends most to another token (a test worth running)."""
+    return _weights(x).argmax(dim=-1).tolist() != list(range(x.shape[0]))
