@@ -1341,6 +1341,7 @@ def draw_positions_added(
         _frame(ax, left, top, t, d, cell)
         return d * cell
 
+    diverging = plt.get_cmap("RdBu_r")  # 0 is white, the middle of the scale
     with _figure(width, height) as (fig, ax):
         top = height - 0.45
         for i, label in enumerate(labels):
@@ -1355,7 +1356,6 @@ def draw_positions_added(
             w = signed(left, top, matrix)
             _text(ax, left + w / 2, top + 0.1, name, va="bottom")
             if sign:
-    diverging = plt.get_cmap("RdBu_r")  # 0 is white, the middle of the scale
                 _text(ax, left + w + 0.32, top - t * cell / 2, sign, size=_LABEL_PT + 4)
             left += w + 0.65
         _legend(
