@@ -1,29 +1,64 @@
-"""Hidden checks of chapter 6: loaded by the grader, never shipped to students."""
+"""Hidden checks of chapter 6: loaded by the grader, never shipped to students.
+
+They call the answers on other sizes, offsets, dtypes and edge cases than the public checks.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from attention_from_scratch import evaluate
-from attention_from_scratch.exercises import answer_module, answer_tensor, get_exercise
-from attention_from_scratch.exercises.ch6 import held_out_induction, rotated_half_by_formula
+from attention_from_scratch.exercises import get_exercise, refusing
+from attention_from_scratch.exercises.ch6 import (
+    ROTARY_SHORTCUTS,
+    call_rotate_half,
+    check_accuracy_from,
+    check_bound_by_position,
+    check_head_ablation,
+    check_prediction_changes,
+    compare_rotation,
+)
 
 rotate_half = get_exercise("ch6-ex-rotate-half")
 
 
 @rotate_half.check(
     points=1,
-    hint="`rotate_half` must work for any leading axes and head size, with positions "
-    "counted from `offset` along the second-to-last axis.",
+    hint="Keep the dtype of x (compute the angles in float64, then convert), and leave x "
+    "itself unchanged: return a new tensor.",
     hidden=True,
 )
-def any_shape_and_offset(rotate_half):
-    torch.manual_seed(0)
-    x = torch.randn(2, 3, 4, 6, dtype=torch.float64)  # (b, h, t, d_h)
-    out = answer_tensor(rotate_half(x, 7), (2, 3, 4, 6)).double()
-    for p in range(4):
-        expected = rotated_half_by_formula(x[1, 2, p].tolist(), 7 + p)
-        assert torch.allclose(out[1, 2, p], expected, atol=1e-5)
+def keeps_float64_and_the_input(rotate_half):
+    x = torch.randn(1, 4, 16, generator=torch.Generator().manual_seed(71), dtype=torch.float64)
+    given = x.clone()
+    assert callable(rotate_half)
+    with refusing(*ROTARY_SHORTCUTS, write="the rotate-half rotation"):
+        out = rotate_half(given, 300)
+    assert torch.equal(given, x), "rotate_half changed its input in place"
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
+    compare_rotation(out.detach(), x, 300, atol=1e-4)
+
+
+@rotate_half.check(
+    points=1,
+    hint="The smallest head, d_h = 2, has one pair: feature 0 with feature 1.",
+    hidden=True,
+)
+def one_pair_far_away(rotate_half):
+    x = torch.randn(3, 2, generator=torch.Generator().manual_seed(72))  # (t, d_h)
+    compare_rotation(call_rotate_half(rotate_half, x, 1000), x, 1000, atol=1e-3)
+
+
+extrapolate = get_exercise("ch6-ex-extrapolate")
+
+
+@extrapolate.check(
+    points=1,
+    hint="`start` is an argument: nothing about 32 or 64 may be built in.",
+    hidden=True,
+)
+def any_start(accuracy_from):
+    check_accuracy_from(accuracy_from, seed=73, b=5, t=11, vocab=4, start=0)
+    check_accuracy_from(accuracy_from, seed=74, b=30, t=11, vocab=4, start=10)
 
 
 ablate_induction = get_exercise("ch6-ex-ablate-induction")
@@ -31,11 +66,32 @@ ablate_induction = get_exercise("ch6-ex-ablate-induction")
 
 @ablate_induction.check(
     points=1,
-    hint="Remove the hook after measuring: `induction_model` must predict as well as "
-    "before once the measurement is done.",
+    hint="Any layer and any head of any TinyCausalModel, rotary ones included.",
     hidden=True,
 )
-def the_model_is_unchanged(without_induction_head, induction_model):
-    assert isinstance(without_induction_head, (int, float))
-    # A copy keeps the learner's hooks: one left behind still switches the layer off.
-    assert evaluate(answer_module(induction_model), *held_out_induction()) > 0.95
+def any_layer_and_head(logits_without_head):
+    check_head_ablation(logits_without_head, 75, 3, 2, "rotary", layer=0, head=1)
+
+
+causal_bag = get_exercise("ch6-ex-causal-bag")
+
+
+@causal_bag.check(
+    points=1,
+    hint="i may come after j.",
+    hidden=True,
+)
+def either_order(prediction_changes):
+    check_prediction_changes(prediction_changes, 76, "learned", i=7, j=3)
+
+
+why_order_blind = get_exercise("ch6-ex-why-order-blind")
+
+
+@why_order_blind.check(
+    points=1,
+    hint="The vocabulary size and k are arguments: nothing about 16 or 3 may be built in.",
+    hidden=True,
+)
+def other_vocab_and_k(bound_by_position):
+    check_bound_by_position(bound_by_position, seed=77, b=20, t=12, vocab=3, k=1)

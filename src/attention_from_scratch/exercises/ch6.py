@@ -1,8 +1,10 @@
 """Checks for the exercises of chapter 6, "Attention that learns".
 
-Expected values are computed here from the formulas with ``math.sin`` and ``math.cos``, from
-which tokens each causal query can see, or by measuring the chapter's trained models with the
-package's ``evaluate`` on data generated here; never from a learner's code.
+Each auto-graded answer is a function that the checks call on inputs and models they build
+themselves (seeded, with sizes the chapter never prints): small untrained models and
+hand-made modules whose answers are known, never the learner's trained models. Expected
+values are computed here from the formulas or from first principles, outside any learner
+code; the package's rotation is refused while ``rotate_half`` runs.
 """
 
 from __future__ import annotations
@@ -10,212 +12,393 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from ..training import IGNORE_INDEX, evaluate, induction_task, k_back_task
-from ._core import Exercise, answer_module, answer_tensor
+from ..positions import RotaryEmbedding, RotaryMultiHeadAttention
+from ..training import IGNORE_INDEX, TinyCausalModel
+from ._core import Exercise
+from ._shortcuts import refusing
 
 
-def rotated_half_by_formula(x: list[float], p: int) -> torch.Tensor:
-    """A vector rotated for position ``p`` in the rotate-half convention, pair by pair:
-    features ``i`` and ``i + d_h / 2`` turn by ``p * theta_i`` (the reference of the checks).
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _as_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
+    assert isinstance(value, torch.Tensor), f"expected a tensor, got {type(value).__name__}"
+    assert tuple(value.shape) == shape, f"expected shape {shape}, got {tuple(value.shape)}"
+    return value.detach().cpu()
+
+
+def _as_float(value: object, name: str) -> float:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), (
+        f"{name} must return a number, got {type(value).__name__}"
+    )
+    assert math.isfinite(value), f"{name} returned {value}"
+    return float(value)
+
+
+# ------------------------------------------------------------------------------ rotate half
+
+
+def rotated_half_by_formula(x: torch.Tensor, offset: int, sign: float = 1.0) -> torch.Tensor:
+    """``x``, ``(..., t, d_h)``, rotated in the rotate-half convention, pair by pair with
+    ``math.cos`` and ``math.sin``: features ``i`` and ``i + d_h / 2`` of the vector at
+    position ``offset + row`` turn by ``sign * p * theta_i`` (the reference of the checks).
 
     Introduced in chapter 6.
     """
-    d_h = len(x)
+    x = x.detach().double()
+    t, d_h = x.shape[-2], x.shape[-1]
     half = d_h // 2
-    out = [0.0] * d_h
-    for i in range(half):
-        angle = p * 10000 ** (-2 * i / d_h)
-        a, b = x[i], x[i + half]
-        out[i] = a * math.cos(angle) - b * math.sin(angle)
-        out[i + half] = a * math.sin(angle) + b * math.cos(angle)
-    return torch.tensor(out, dtype=torch.float64)  # (d_h,)
+    out = torch.empty_like(x)
+    for row in range(t):
+        p = offset + row
+        for i in range(half):
+            angle = sign * p * 10000 ** (-2 * i / d_h)
+            cos, sin = math.cos(angle), math.sin(angle)
+            a, b = x[..., row, i], x[..., row, i + half]
+            out[..., row, i] = a * cos - b * sin
+            out[..., row, i + half] = a * sin + b * cos
+    return out
+
+
+def _interleaved_by_formula(x: torch.Tensor, offset: int) -> torch.Tensor:
+    """The interleaved convention: pairs ``(2i, 2i + 1)`` (a common mistake to recognise)."""
+    d_h = x.shape[-1]
+    order = torch.cat([torch.arange(0, d_h, 2), torch.arange(1, d_h, 2)])
+    back = torch.argsort(order)
+    return rotated_half_by_formula(x[..., order], offset)[..., back]
+
+
+ROTARY_SHORTCUTS = (RotaryEmbedding, RotaryMultiHeadAttention, rotated_half_by_formula)
+
+
+def call_rotate_half(rotate_half, x: torch.Tensor, offset: int) -> torch.Tensor:
+    """Run the learner's ``rotate_half`` with the package's rotations refused."""
+    assert callable(rotate_half), "`rotate_half` must be a function of (x, offset)"
+    with refusing(*ROTARY_SHORTCUTS, write="the rotate-half rotation"):
+        out = rotate_half(x.clone(), offset)
+    return _as_tensor(out, tuple(x.shape))
+
+
+def compare_rotation(out: torch.Tensor, x: torch.Tensor, offset: int, atol: float) -> None:
+    """Fail with the name of the mistake when ``out`` is not ``x`` rotated from ``offset``."""
+    expected = rotated_half_by_formula(x, offset)
+    out = out.double()
+    if torch.allclose(out, expected, atol=atol):
+        return
+    if torch.allclose(out, _interleaved_by_formula(x, offset), atol=atol):
+        raise AssertionError(
+            "this is the interleaved convention, pairs (2i, 2i + 1); rotate-half pairs "
+            "feature i with feature i + d_h / 2"
+        )
+    if offset and torch.allclose(out, rotated_half_by_formula(x, 0), atol=atol):
+        raise AssertionError("positions must start at `offset`, not at 0")
+    if torch.allclose(out, rotated_half_by_formula(x, offset, sign=-1.0), atol=atol):
+        raise AssertionError("each pair turns the wrong way: (a cos - b sin, a sin + b cos)")
+    raise AssertionError(f"wrong rotation for x of shape {tuple(x.shape)}, offset={offset}")
 
 
 rotate_half = Exercise("ch6-ex-rotate-half", chapter=6)
 
-_VECTOR = [0.5, -1.0, 2.0, 0.25, -0.75, 1.5, 1.0, -2.0]
-
-
-@rotate_half.check(
-    points=1,
-    hint="`rotate_half(x)` must return a float tensor of the shape of x, (..., t, d_h).",
-)
-def keeps_the_shape(rotate_half):
-    x = torch.tensor([_VECTOR, _VECTOR[::-1], _VECTOR])  # (t, d_h) = (3, 8)
-    out = answer_tensor(rotate_half(x), (3, 8))
-    assert out.is_floating_point()
-
 
 @rotate_half.check(
     points=2,
-    hint="Pair i is features (i, i + d_h / 2), turned by p * theta_i with "
-    "theta_i = 10000**(-2i / d_h) and p = offset + the row's index: "
-    "(a cos - b sin, a sin + b cos).",
+    hint="Pair i is features i and i + d_h / 2 (a half each, not neighbours), turned by "
+    "p * theta_i with theta_i = 10000**(-2i / d_h), p counted from `offset`; build it from "
+    "the formula, not from RotaryEmbedding.",
 )
 def rotates_features_i_and_i_plus_half(rotate_half):
-    x = torch.tensor([_VECTOR] * 3)  # (t, d_h): the same vector at three positions
-    out = answer_tensor(rotate_half(x, 5), (3, 8)).double()
-    for row, p in enumerate((5, 6, 7)):
-        assert torch.allclose(out[row], rotated_half_by_formula(_VECTOR, p), atol=1e-5)
+    x = torch.randn(3, 5, 6, generator=_generator(61))  # (b, t, d_h)
+    out = call_rotate_half(rotate_half, x, 11)
+    assert out.dtype == torch.float32, f"expected float32 as x, got {out.dtype}"
+    compare_rotation(out, x, 11, atol=1e-5)
 
 
 @rotate_half.check(
     points=1,
-    hint="`rotate_half` must be a function that reads t and d_h from the shape of x, so that "
-    "it works for any head size and leading axes, e.g. (b, h, t, d_h) = (2, 2, 3, 4).",
+    hint="Read t and d_h from the last two axes of x, so that any head size and any number "
+    "of leading axes work: (t, d_h) as well as (b, h, t, d_h).",
 )
 def any_head_size(rotate_half):
-    torch.manual_seed(0)
-    x = torch.randn(2, 2, 3, 4, dtype=torch.float64)  # (b, h, t, d_h): another head size
-    out = answer_tensor(rotate_half(x, 2), (2, 2, 3, 4)).double()
-    for p in range(3):
-        assert torch.allclose(out[1, 0, p], rotated_half_by_formula(x[1, 0, p].tolist(), 2 + p))
+    for shape, offset in (((7, 10), 0), ((2, 2, 3, 4), 2)):
+        x = torch.randn(*shape, generator=_generator(62), dtype=torch.float64)
+        compare_rotation(call_rotate_half(rotate_half, x, offset), x, offset, atol=1e-9)
 
 
-extrapolate = Exercise("ch6-ex-extrapolate", chapter=6)
-_KINDS = ("learned", "sinusoidal", "rotary")
+# ------------------------------------------------------------------------------ extrapolate
 
 
-def _far_accuracy(model: torch.nn.Module) -> float:
-    """The accuracy of a three-places-back model on positions 32..63 of 64-token sequences."""
-    inputs, targets = k_back_task(1000, 64, 16, 3, seed=3)
-    targets[:, :32] = IGNORE_INDEX
-    return evaluate(model, inputs, targets)
+class _NextToken(nn.Module):
+    """A hand-made model that always predicts ``(token + 1) % vocab`` (the checks' model)."""
+
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.anchor = nn.Parameter(torch.zeros(()))  # so that the model has a device
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return F.one_hot((tokens + 1) % self.vocab, self.vocab).float() + self.anchor
 
 
-@extrapolate.check(
-    points=1,
-    hint='`far_accuracies` must be a dict with the keys "learned", "sinusoidal" and '
-    '"rotary", each an accuracy between 0 and 1.',
+def accuracy_case(seed: int, b: int, t: int, vocab: int, start: int):
+    """A model, inputs and targets for ``accuracy_from``, and the expected accuracies: the
+    right one, one that also counts positions before ``start``, and one that also counts
+    the ``IGNORE_INDEX`` targets as wrong."""
+    g = _generator(seed)
+    inputs = torch.randint(0, vocab, (b, t), generator=g)
+    right = (inputs + 1) % vocab  # what the model predicts
+    wrong = (right + torch.randint(1, vocab, (b, t), generator=g)) % vocab
+    correct = torch.rand(b, t, generator=g) < torch.where(torch.arange(t) < start, 0.1, 0.7)
+    targets = torch.where(correct, right, wrong)
+    ignored = torch.rand(b, t, generator=g) < 0.2
+    targets[ignored] = IGNORE_INDEX
+    scored = ~ignored
+    late = torch.arange(t) >= start
+    right_late = int((correct & scored & late).sum())
+    expected = right_late / int((scored & late).sum())
+    everywhere = int((correct & scored).sum()) / int(scored.sum())
+    with_ignored = right_late / (b * int(late.sum()))
+    return _NextToken(vocab), inputs, targets, (expected, everywhere, with_ignored)
+
+
+def check_accuracy_from(accuracy_from, seed: int, b: int, t: int, vocab: int, start: int):
+    assert callable(accuracy_from), "`accuracy_from` must be a function"
+    model, inputs, targets, (expected, everywhere, with_ignored) = accuracy_case(
+        seed, b, t, vocab, start
+    )
+    given = targets.clone()
+    value = _as_float(accuracy_from(model, inputs, given, start), "accuracy_from")
+    assert torch.equal(given, targets), (
+        "accuracy_from changed the targets it was given: clone them before marking positions"
+    )
+    if start and abs(value - everywhere) < 1e-9 and abs(expected - everywhere) > 1e-6:
+        raise AssertionError(f"positions before start={start} were counted")
+    if abs(value - with_ignored) < 1e-9 and abs(expected - with_ignored) > 1e-6:
+        raise AssertionError("targets equal to IGNORE_INDEX were counted as wrong answers")
+    assert abs(value - expected) < 1e-9, (
+        f"expected {expected:.4f} for t={t}, start={start}, got {value:.4f}"
+    )
+
+
+extrapolate = Exercise(
+    "ch6-ex-extrapolate",
+    chapter=6,
+    manual_points=1,
+    rubric="Predicts, before measuring, that the learned table fails beyond position 31 "
+    "(its rows 32..63 were never trained: near chance), that the sinusoidal model does "
+    "better than chance but far worse than on seen positions (its inputs there are new), "
+    "and that the rotary model keeps most of its accuracy (it sees only distances, and "
+    "three back looks the same everywhere), with a reason for each.",
 )
-def three_accuracies(far_accuracies):
-    assert isinstance(far_accuracies, dict) and set(far_accuracies) == set(_KINDS)
-    for value in far_accuracies.values():
-        assert isinstance(value, (int, float)) and 0.0 <= value <= 1.0
 
 
 @extrapolate.check(
     points=2,
-    hint="Make 1000 sequences of 64 tokens with k_back_task(..., seed=3), set the targets of "
-    "positions 0 to 31 to IGNORE_INDEX, and `evaluate` each model of `k_models` on them.",
+    hint="Score only positions `start` and later: mark the targets of earlier positions as "
+    "IGNORE_INDEX in a copy, then count the right argmax over the positions still scored.",
 )
-def measured_on_the_new_positions(far_accuracies, k_models):
-    assert isinstance(far_accuracies, dict) and isinstance(k_models, dict)
-    assert all(isinstance(far_accuracies.get(kind), (int, float)) for kind in _KINDS)
-    for kind in _KINDS:
-        expected = _far_accuracy(answer_module(k_models[kind]))
-        assert abs(float(far_accuracies[kind]) - expected) < 0.02
+def counts_positions_from_start(accuracy_from):
+    check_accuracy_from(accuracy_from, seed=63, b=40, t=24, vocab=7, start=9)
 
 
-ablate_induction = Exercise("ch6-ex-ablate-induction", chapter=6)
+# ------------------------------------------------------------------------- ablate induction
 
 
-def held_out_induction() -> tuple[torch.Tensor, torch.Tensor]:
-    """The chapter's held-out induction sequences: seed 2, without those of the training set.
+def _small_model(seed: int, num_layers: int, num_heads: int, positions: str) -> nn.Module:
+    torch.manual_seed(seed)  # checks run inside fork_rng: the notebook's seed is kept
+    model = TinyCausalModel(
+        11,
+        d_model=12,
+        context_length=9,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        positions=positions,
+    )
+    return model.eval()
 
-    Introduced in chapter 6.
-    """
-    x_train, _ = induction_task(4000, 20, 16, min_period=3, max_period=10, seed=1)
-    inputs, targets = induction_task(1000, 20, 16, min_period=3, max_period=10, seed=2)
-    seen = {tuple(row) for row in x_train.tolist()}
-    new = torch.tensor([tuple(row) not in seen for row in inputs.tolist()])  # (b,)
-    return inputs[new], targets[new]
+
+@torch.no_grad()
+def logits_by_hand(model: nn.Module, tokens: torch.Tensor, layer: int, head: int, how: str):
+    """The model's logits with one head switched off, computed block by block (the checks'
+    reference): ``how="head"`` zeroes the head's ``d_h`` context features before
+    ``out_proj``; ``"layer"`` zeroes the layer's whole output and ``"after"`` zeroes the
+    head's slice of the output after ``out_proj`` (two mistakes to recognise)."""
+    x = model.embed(tokens)  # (b, t, d)
+    for i, attention in enumerate(model.attention):
+        queries, keys, values = attention.project(x)  # (b, h, t, d_h) each
+        context, _ = attention.attend(queries, keys, values)  # (b, h, t, d_h)
+        if i == layer and how == "head":
+            context[:, head] = 0.0
+        b, t, _ = x.shape
+        out = attention.out_proj(context.transpose(1, 2).reshape(b, t, -1))  # (b, t, d)
+        if i == layer and how == "layer":
+            out = torch.zeros_like(out)
+        if i == layer and how == "after":
+            d_h = attention.head_dim
+            out[..., head * d_h : (head + 1) * d_h] = 0.0
+        x = x + out
+    return model.head(x)  # (b, t, vocab)
+
+
+def check_head_ablation(logits_without_head, seed, num_layers, num_heads, positions, layer, head):
+    assert callable(logits_without_head), "`logits_without_head` must be a function"
+    model = _small_model(seed, num_layers, num_heads, positions)
+    tokens = torch.randint(0, 11, (4, 9), generator=_generator(seed))
+    expected = logits_by_hand(model, tokens, layer, head, "head")
+    with torch.no_grad():
+        before = model(tokens)
+    out = _as_tensor(logits_without_head(model, tokens, layer, head), (4, 9, 11)).float()
+    with torch.no_grad():
+        after = model(tokens)
+    assert torch.allclose(after, before), (
+        "the model is changed afterwards: remove every hook once the logits are computed"
+    )
+    if torch.allclose(out, logits_by_hand(model, tokens, layer, head, "layer"), atol=1e-5):
+        raise AssertionError(
+            "the whole layer is switched off; switch off one head, before out_proj mixes the heads"
+        )
+    if torch.allclose(out, logits_by_hand(model, tokens, layer, head, "after"), atol=1e-5):
+        raise AssertionError(
+            "features of the layer's output were zeroed after out_proj, which mixes the "
+            "heads; a head's own features exist only before it"
+        )
+    if torch.allclose(out, before, atol=1e-5):
+        raise AssertionError("these are the logits of the intact model")
+    assert torch.allclose(out, expected, atol=1e-5), (
+        f"wrong logits with head {head} of layer {layer} switched off"
+    )
+
+
+ablate_induction = Exercise(
+    "ch6-ex-ablate-induction",
+    chapter=6,
+    manual_points=1,
+    rubric="Predicts, before measuring, that the two-layer model without its induction head "
+    "does worse than the one-layer model (near chance): layer 0 was trained to collect the "
+    "previous token for layer 1, not to predict; a layer trained as part of a circuit does "
+    "not do the circuit's job alone.",
+)
 
 
 @ablate_induction.check(
     points=2,
-    hint="Zero the output of `induction_model.attention[1]` with a forward hook (as "
-    "`accuracy_without` does) and `evaluate` the model on `x_test_ind` and `y_test_ind`.",
+    hint="A head's output exists on its own only in the context vectors, before out_proj "
+    "mixes the heads: zero that head's d_h features there (a forward pre-hook on out_proj), "
+    "and remove the hook afterwards.",
 )
-def accuracy_without_layer_1(without_induction_head, induction_model):
-    assert isinstance(without_induction_head, (int, float))
-    model = answer_module(induction_model)
-    hook = model.attention[1].register_forward_hook(lambda m, a, out: torch.zeros_like(out))
-    expected = evaluate(model, *held_out_induction())
-    hook.remove()
-    assert abs(float(without_induction_head) - expected) < 0.01
+def switches_off_one_head(logits_without_head):
+    check_head_ablation(logits_without_head, 64, 2, 3, "learned", layer=1, head=2)
 
 
-causal_bag = Exercise("ch6-ex-causal-bag", chapter=6)
-_SWAP = [0, 1, 2, 4, 3, *range(5, 32)]  # tokens 3 and 4 swapped
+# ------------------------------------------------------------------------------ causal bag
 
 
-def _prediction_changes(model: torch.nn.Module) -> torch.Tensor:
-    """Where a three-places-back model's predicted token changes when tokens 3 and 4 of the
-    first held-out sequence (seed 2) are swapped, ``(32,)`` bool."""
-    inputs, _ = k_back_task(1000, 32, 16, 3, seed=2)
-    pair = torch.stack([inputs[0], inputs[0, _SWAP]])  # (2, t)
-    with torch.no_grad():
-        predictions = model(pair).argmax(dim=-1)  # (2, t)
+@torch.no_grad()
+def changes_by_hand(model: nn.Module, tokens: torch.Tensor, i: int, j: int) -> torch.Tensor:
+    """Where the model's predicted token changes when tokens i and j are swapped, (t,)."""
+    order = list(range(tokens.shape[0]))
+    order[i], order[j] = order[j], order[i]
+    pair = torch.stack([tokens, tokens[order]])  # (2, t)
+    predictions = model(pair).argmax(dim=-1)  # (2, t)
     return predictions[0] != predictions[1]
 
 
-@causal_bag.check(
-    points=1,
-    hint='`changed` must be a dict with the keys "none" and "learned", each a (32,) bool '
-    "tensor, True where the predicted token changes.",
+def check_prediction_changes(
+    prediction_changes, seed: int, positions: str, i: int, j: int, t: int = 9
+):
+    assert callable(prediction_changes), "`prediction_changes` must be a function"
+    model = _small_model(seed, 1, 2, positions)
+    model.head.weight.data *= 20  # sharper logits: more predictions flip
+    tokens = torch.randint(0, 11, (t,), generator=_generator(seed))
+    expected = changes_by_hand(model, tokens, i, j)
+    given = tokens.clone()
+    out = prediction_changes(model, given, i, j)
+    assert torch.equal(given, tokens), "prediction_changes changed the tokens it was given"
+    out = _as_tensor(out, (t,))
+    assert out.dtype == torch.bool, f"expected a bool tensor, got {out.dtype}"
+    if torch.equal(out, ~expected):
+        raise AssertionError("True must mean that the prediction changes")
+    assert torch.equal(out, expected), (
+        f"wrong positions for tokens {i} and {j} swapped: expected "
+        f"{expected.nonzero().flatten().tolist()}, got {out.nonzero().flatten().tolist()}"
+    )
+
+
+causal_bag = Exercise(
+    "ch6-ex-causal-bag",
+    chapter=6,
+    manual_points=1,
+    rubric="Predicts, before running, that without positions only the swapped positions "
+    "can change (later queries see the same bag with the same own token), and that the "
+    "model with learned positions changes its answers three places after the swapped "
+    "tokens, where the copied token moved.",
 )
-def two_masks(changed):
-    assert isinstance(changed, dict) and set(changed) == {"none", "learned"}
-    for value in changed.values():
-        assert answer_tensor(value, (32,)).dtype == torch.bool
 
 
 @causal_bag.check(
     points=2,
-    hint="Swap tokens 3 and 4 of x_test[0] (the three-places-back task), run both sequences "
-    "through k_models[name] and compare the argmax of the logits position by position.",
+    hint="Swap tokens i and j in a copy of the sequence, run the original and the copy "
+    "through the model as one batch of two, and compare the predicted tokens (the argmax "
+    "of the logits) position by position.",
 )
-def measured_on_both_models(changed, k_models):
-    assert isinstance(changed, dict) and isinstance(k_models, dict)
-    for name in ("none", "learned"):
-        expected = _prediction_changes(answer_module(k_models[name]))
-        assert answer_tensor(changed[name], (32,)).tolist() == expected.tolist()
+def finds_the_changed_predictions(prediction_changes):
+    check_prediction_changes(prediction_changes, 65, "learned", i=2, j=6)
+    check_prediction_changes(prediction_changes, 66, "none", i=1, j=5)
 
 
-why_order_blind = Exercise("ch6-ex-why-order-blind", chapter=6)
-_LONG = (128, 512)
+# ------------------------------------------------------------------------ why order-blind
 
 
-def order_blind_bound(inputs: torch.Tensor, vocab_size: int, k: int) -> float:
-    """The accuracy of guessing, at every position ``i >= k``, the most frequent of tokens
-    ``0..i-1``, averaged over the outcomes (the reference of the checks).
+def order_blind_by_position(inputs: torch.Tensor, vocab_size: int, k: int) -> torch.Tensor:
+    """The best order-blind guess's accuracy at each position ``i = k..t-1``, averaged over
+    the sequences: the count of the most frequent of tokens ``0..i-1``, divided by ``i``
+    (the reference of the checks).
 
     Introduced in chapter 6.
-
-    Args:
-        inputs: token ids, ``(b, t)``, from :func:`k_back_task`.
-        vocab_size: the number of token ids.
-        k: how many places back the answer lies; positions ``0..k-1`` are not scored.
-
-    Returns:
-        The accuracy, between 0 and 1.
     """
-    counts = torch.nn.functional.one_hot(inputs, vocab_size).cumsum(dim=1)  # (b, t, vocab)
+    counts = F.one_hot(inputs, vocab_size).cumsum(dim=1)  # (b, t, vocab)
     best = counts[:, k - 1 : -1].max(dim=-1).values.double()  # (b, t - k)
     seen = torch.arange(k, inputs.shape[1], dtype=torch.float64)  # (t - k,): i tokens
-    return float((best / seen).mean())
+    return (best / seen).mean(dim=0)  # (t - k,)
 
 
-@why_order_blind.check(
-    points=1,
-    hint="`bounds` must be a dict with the keys 128 and 512, each an accuracy between 0 and 1.",
+def check_bound_by_position(bound_by_position, seed: int, b: int, t: int, vocab: int, k: int):
+    assert callable(bound_by_position), "`bound_by_position` must be a function"
+    g = _generator(seed)
+    weights = torch.rand(vocab, generator=g) + 0.2  # tokens not equally frequent
+    inputs = torch.multinomial(weights, b * t, replacement=True, generator=g).view(b, t)
+    expected = order_blind_by_position(inputs, vocab, k)
+    out = _as_tensor(bound_by_position(inputs.clone(), vocab, k), (t - k,)).double()
+    counts = F.one_hot(inputs, vocab).cumsum(dim=1)  # (b, t, vocab)
+    with_own = (counts[:, k:].max(dim=-1).values / torch.arange(k + 1, t + 1)).mean(dim=0)
+    if torch.allclose(out, with_own.double(), atol=1e-6):
+        raise AssertionError(
+            "the guess at position i may use tokens 0..i-1 only (i tokens), not its own"
+        )
+    assert torch.allclose(out, expected, atol=1e-6), f"wrong bounds for t={t}, vocab={vocab}, k={k}"
+
+
+why_order_blind = Exercise(
+    "ch6-ex-why-order-blind",
+    chapter=6,
+    manual_points=1,
+    rubric="Predicts that the bound falls with the length, towards 1/16: the guess is the "
+    "most frequent of the i earlier tokens, right with probability count / i, and in a long "
+    "sequence all 16 tokens occur about equally often, so the most frequent one's share of "
+    "the bag approaches 1/16.",
 )
-def two_bounds(bounds):
-    assert isinstance(bounds, dict) and set(bounds) == set(_LONG)
-    for value in bounds.values():
-        assert isinstance(value, (int, float)) and 0.0 <= value <= 1.0
 
 
 @why_order_blind.check(
     points=2,
-    hint="Make 1000 sequences of t tokens with k_back_task(1000, t, VOCAB, K, seed=2) and "
-    "pass them to order_blind_accuracy, for t = 128 and t = 512.",
+    hint="At position i (from k on) the guess is the most frequent of the i tokens before "
+    "it, right with probability its count / i; running counts along the sequence give all "
+    "positions at once. Return one number per scored position, averaged over sequences.",
 )
-def measured_at_both_lengths(bounds):
-    assert isinstance(bounds, dict)
-    for t in _LONG:
-        inputs, _ = k_back_task(1000, t, 16, 3, seed=2)
-        expected = order_blind_bound(inputs, 16, 3)
-        assert abs(float(bounds[t]) - expected) < 0.002
+def bound_at_every_position(bound_by_position):
+    check_bound_by_position(bound_by_position, seed=67, b=50, t=30, vocab=5, k=2)
