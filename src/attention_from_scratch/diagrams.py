@@ -533,7 +533,8 @@ def draw_projections(
 
     Every matrix is a block of cells, one cell per number, shaded darker for larger
     magnitudes and labelled with its letter and shape, so that the inner sizes of each
-    product visibly match. Inputs are grey, queries blue, keys orange, values green.
+    product visibly match. Inputs are grey, queries blue, keys orange, values green, and the
+    scaled scores orange, as in chapter 1's pipeline.
 
     Args:
         inputs: ``X``, shape ``(t, d_in)``, 1 to 10 tokens.
@@ -636,7 +637,8 @@ def draw_projections(
         w = labelled(left, top, products["key"].T, c, ROLE_COLOURS["key"], r"K^\top")
         _text(ax, left + w + 0.45, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=_LABEL_PT)
         left += w + 0.9
-        w = labelled(left, top, scaled, c, "#000000", r"\omega / \sqrt{d_k}")
+        # Scores in the key colour, as chapter 1 draws them (grey is the inputs').
+        w = labelled(left, top, scaled, c, ROLE_COLOURS["key"], r"\omega / \sqrt{d_k}")
         _text(ax, left + w + 0.1, top - c / 2, "row i: query i", ha="left")
         _text(ax, left + w + 0.1, top - 1.5 * c - 0.05, "column j: key j", ha="left")
     return fig

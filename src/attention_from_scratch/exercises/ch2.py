@@ -1,33 +1,84 @@
 """Checks for the exercises of chapter 2, "Trainable queries, keys and values".
 
-Expected values are computed here from the toy sentence and the chapter's seeds, never from a
-learner's code.
+Each auto-graded answer is a function that the checks call on inputs they draw themselves
+(seeded generators, sizes the chapter never prints); the expected values are computed here
+from first principles or the package, never from a learner's objects. Where an exercise asks
+the learner to build what the package already has, the answer runs with it refused.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
-from ..toy import toy_sentence
-from ..trainable import SelfAttentionV2
-from ._core import Exercise, answer_module, answer_tensor
+from ..trainable import SelfAttentionV1, SelfAttentionV2
+from ._core import Exercise, answer_tensor
+from ._shortcuts import refusing
+
+_ATTENTION_SHORTCUTS = (
+    SelfAttentionV1,
+    SelfAttentionV2,
+    torch.nn.functional.scaled_dot_product_attention,
+    nn.MultiheadAttention,
+)
+
+
+def _draw(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=generator)
+
+
+def _seeded_v2(d_in: int, d_out: int, seed: int) -> SelfAttentionV2:
+    """A SelfAttentionV2 whose weights come from a generator of its own seed."""
+    generator = torch.Generator().manual_seed(seed)
+    module = SelfAttentionV2(d_in, d_out)
+    with torch.no_grad():
+        for name in ("W_query", "W_key", "W_value"):
+            getattr(module, name).weight.copy_(_draw(generator, d_out, d_in) / d_in**0.5)
+    return module
+
+
+def _check_v2_into_v1(v2_into_v1: object, d_in: int, d_out: int, seed: int, x_shape) -> None:
+    """Call the learner's transfer function on a module of the check's own and compare."""
+    assert callable(v2_into_v1), "`v2_into_v1` must be a function"
+    v2 = _seeded_v2(d_in, d_out, seed)
+    names = ("W_query", "W_key", "W_value")
+    stored = {name: getattr(v2, name).weight.detach().clone() for name in names}
+    x = _draw(torch.Generator().manual_seed(seed + 1), *x_shape)
+    with torch.no_grad():
+        expected = v2(x)  # the check's own reference, before the answer runs
+        v1 = v2_into_v1(v2)
+    assert type(v1) is SelfAttentionV1, (
+        f"v2_into_v1 returned {type(v1).__name__}, expected a new SelfAttentionV1"
+    )
+    for name, weight in stored.items():
+        assert torch.equal(getattr(v2, name).weight.detach(), weight), (
+            "v2_into_v1 changed the module it was given; leave v2 as it was"
+        )
+    for name, weight in stored.items():
+        got = getattr(v1, name).detach().cpu()
+        if got.shape == weight.shape and torch.allclose(got, weight) and d_in == d_out:
+            raise AssertionError(
+                f"{name} was copied without transposing: nn.Linear stores (d_out, d_in)"
+            )
+        assert got.shape == (d_in, d_out) and torch.allclose(got, weight.T), (
+            f"{name} of the SelfAttentionV1 does not hold v2's {name} weight"
+        )
+    with torch.no_grad():
+        got = v1.cpu()(x)
+    assert torch.allclose(answer_tensor(got, tuple(expected.shape)), expected, atol=1e-5)
+
 
 v2_into_v1 = Exercise("ch2-ex-v2-into-v1", chapter=2)
 
 
 @v2_into_v1.check(
     points=2,
-    hint="`ex_v1` must give the output of SelfAttentionV2(3, 2) built under "
-    "torch.manual_seed(789): copy each nn.Linear weight, transposed, into ex_v1.",
+    hint="`v2_into_v1(v2)` must return a new SelfAttentionV1 of v2's sizes holding v2's "
+    "three weights, so that both compute the same function (the check uses sizes of its "
+    "own, d_in = 5 and d_out = 3). Mind how nn.Linear lays out its weight.",
 )
-def v1_gives_the_seed_789_output(ex_v1):
-    _, inputs = toy_sentence()
-    torch.manual_seed(789)
-    expected = SelfAttentionV2(3, 2)(inputs).detach()  # (t, d_out)
-    module = answer_module(ex_v1)
-    with torch.no_grad():
-        got = module(inputs)
-    assert torch.allclose(answer_tensor(got, (6, 2)), expected, atol=1e-5)
+def v1_computes_what_v2_computes(v2_into_v1):
+    _check_v2_into_v1(v2_into_v1, 5, 3, seed=2020, x_shape=(4, 5))
 
 
 qkv_bias = Exercise(
@@ -36,37 +87,97 @@ qkv_bias = Exercise(
     manual_points=1,
     rubric="Says the output changes for two reasons: the biases, and the key and value "
     "weights, which are drawn later from the random stream once the query bias took its "
-    "numbers.",
+    "numbers (the query weights agree, the key weights do not).",
 )
+
+
+def _expected_count(d_in: int, d_out: int, qkv_bias: bool) -> int:
+    return 3 * (d_in * d_out + (d_out if qkv_bias else 0))
+
+
+def _check_count(qkv_parameter_count: object, cases) -> None:
+    """Call the learner's count on the check's sizes, with the modules refused."""
+    assert callable(qkv_parameter_count), "`qkv_parameter_count` must be a function"
+    for d_in, d_out, bias in cases:
+        with refusing(
+            SelfAttentionV1, SelfAttentionV2, nn.Linear, write="the count from the sizes"
+        ):
+            got = qkv_parameter_count(d_in, d_out, bias)
+        assert isinstance(got, int) and not isinstance(got, bool), (
+            f"qkv_parameter_count returned {type(got).__name__}, expected an int"
+        )
+        wanted = _expected_count(d_in, d_out, bias)
+        if got == wanted:
+            continue
+        if bias and got == _expected_count(d_in, d_out, False):
+            raise AssertionError("the biases are not counted")
+        if got == d_in * d_out + (d_out if bias else 0):
+            raise AssertionError("only one projection is counted; there are three")
+        if bias and got == 3 * (d_in * d_out + d_in):
+            raise AssertionError("a bias has one number per output feature, not per input")
+        assert got == wanted, f"wrong count for d_in={d_in}, d_out={d_out}, qkv_bias={bias}"
 
 
 @qkv_bias.check(
     points=1,
-    hint="`with_bias_parameters` must count every parameter of SelfAttentionV2(3, 2, "
-    "qkv_bias=True): three (3, 2) weights and three biases of size 2.",
+    hint="`qkv_parameter_count(d_in, d_out, qkv_bias)` must return, as an int, the number "
+    "of trained numbers, from the sizes alone: count what each of the three projections "
+    "holds (nn.Linear's documentation gives the shapes of its weight and bias).",
 )
-def parameter_count(with_bias_parameters):
-    assert isinstance(with_bias_parameters, int) and not isinstance(with_bias_parameters, bool)
-    assert with_bias_parameters == 3 * (3 * 2 + 2)
+def parameter_count(qkv_parameter_count):
+    _check_count(qkv_parameter_count, [(7, 5, True), (7, 5, False)])
 
 
 step = Exercise("ch2-ex-step", chapter=2)
 
 
+def _reference_context(x, w_query, w_key, w_value, i) -> torch.Tensor:
+    query = x[i] @ w_query  # (d_out,)
+    keys = x @ w_key  # (t, d_out)
+    weights = torch.softmax(query @ keys.T / keys.shape[-1] ** 0.5, dim=-1)  # (t,)
+    return weights @ (x @ w_value)  # (t,) @ (t, d_out) -> (d_out,)
+
+
+def _check_context(context_vector: object, t: int, d_in: int, d_out: int, i: int, seed: int):
+    """Call the learner's function on the check's own inputs and weights."""
+    assert callable(context_vector), "`context_vector` must be a function"
+    generator = torch.Generator().manual_seed(seed)
+    x = _draw(generator, t, d_in)
+    w_query, w_key, w_value = (_draw(generator, d_in, d_out) for _ in range(3))
+    expected = _reference_context(x, w_query, w_key, w_value, i)
+    with refusing(*_ATTENTION_SHORTCUTS, write="the context vector, step by step"):
+        got = context_vector(x.clone(), w_query.clone(), w_key.clone(), w_value.clone(), i)
+    got = answer_tensor(got, (d_out,))
+    if torch.allclose(got, expected, atol=1e-4):
+        return
+    keys, values = x @ w_key, x @ w_value
+    scores = x @ w_query @ keys.T  # (t, t)
+    mistakes = {
+        "the scores are not divided by sqrt(d_k)": torch.softmax(scores[i], -1) @ values,
+        "the scores are divided by d_k instead of sqrt(d_k)": torch.softmax(scores[i] / d_out, -1)
+        @ values,
+        "the scale must be the size of the keys, d_k = d_out, not d_in": torch.softmax(
+            scores[i] / d_in**0.5, -1
+        )
+        @ values,
+        "softmax ran over the wrong axis: each query's weights must sum to one": (
+            torch.softmax(scores / d_out**0.5, dim=0)[i] @ values
+        ),
+    }
+    for message, wrong in mistakes.items():
+        if torch.allclose(got, wrong, atol=1e-4):
+            raise AssertionError(message)
+    raise AssertionError(f"wrong context vector for token {i} of {t}")
+
+
 @step.check(
     points=2,
-    hint="`context_vec_5` must be the context vector of 'step' (inputs[5]), shape (2,), "
-    "from the seed-123 matrices: softmax(q . k / sqrt(2)) weighted sum of the values.",
+    hint="`context_vector(x, W_query, W_key, W_value, i)` must return z^(i), shape "
+    "(d_out,), for any sizes (the check uses 7 tokens, d_in = 5, d_out = 4): token i's "
+    "query against every key, the scaled softmax, then the weighted sum of the values.",
 )
-def step_context_vector(context_vec_5):
-    _, inputs = toy_sentence()
-    torch.manual_seed(123)
-    w_query, w_key, w_value = (torch.rand(3, 2) for _ in range(3))
-    query = inputs[5] @ w_query  # (d_out,)
-    weights = torch.softmax(query @ (inputs @ w_key).T / 2**0.5, dim=-1)  # (t,)
-    assert torch.allclose(
-        answer_tensor(context_vec_5, (2,)), weights @ (inputs @ w_value), atol=1e-4
-    )
+def step_context_vector(context_vector):
+    _check_context(context_vector, t=7, d_in=5, d_out=4, i=3, seed=2021)
 
 
 symmetric = Exercise(
@@ -78,24 +189,58 @@ symmetric = Exercise(
 )
 
 
-@symmetric.check(
-    points=1,
-    hint="`s` must be the (10, 10) score matrix with W_k = W_q: it equals its transpose.",
-)
-def scores_are_symmetric(s):
-    scores = answer_tensor(s, (10, 10))
-    assert torch.allclose(scores, scores.T, atol=1e-5) and scores.std() > 0
+def _seeded_linear(d_in: int, d_out: int, bias: bool, seed: int) -> nn.Linear:
+    generator = torch.Generator().manual_seed(seed)
+    layer = nn.Linear(d_in, d_out, bias=bias)
+    with torch.no_grad():
+        layer.weight.copy_(_draw(generator, d_out, d_in) / d_in**0.5)
+        if bias:
+            layer.bias.copy_(_draw(generator, d_out))
+    return layer
+
+
+def _tied_result(tied_attention: object, t: int, d_in: int, d_out: int, bias: bool, seed: int):
+    """The learner's (scores, weights) and the check's own, for the check's inputs."""
+    assert callable(tied_attention), "`tied_attention` must be a function"
+    layer = _seeded_linear(d_in, d_out, bias, seed)
+    x = _draw(torch.Generator().manual_seed(seed + 1), t, d_in)
+    with torch.no_grad():
+        q = layer(x)  # (t, d_out), queries and keys alike
+        scores = q @ q.T  # (t, t)
+        weights = torch.softmax(scores / d_out**0.5, dim=-1)  # (t, t)
+        with refusing(*_ATTENTION_SHORTCUTS, write="the tied scores and weights"):
+            got = tied_attention(x.clone(), layer)
+    assert isinstance(got, tuple) and len(got) == 2, (
+        "tied_attention must return the pair (scores, weights)"
+    )
+    return (answer_tensor(got[0], (t, t)), answer_tensor(got[1], (t, t))), (scores, weights)
 
 
 @symmetric.check(
     points=1,
-    hint="`w` must be the (10, 10) weights after the scaled softmax: rows sum to one, and "
-    "they are not symmetric.",
+    hint="The first item `tied_attention(x, layer)` returns must be the (t, t) scores, "
+    "before softmax, with the queries and the keys both made by `layer` from `x` (the "
+    "check uses its own x and layer).",
 )
-def weights_are_not_symmetric(w):
-    weights = answer_tensor(w, (10, 10))
-    assert torch.allclose(weights.sum(dim=-1), torch.ones(10), atol=1e-5)
-    assert not torch.allclose(weights, weights.T, atol=1e-6)
+def scores_with_one_layer(tied_attention):
+    (scores, _), (expected, _) = _tied_result(tied_attention, 9, 7, 3, bias=False, seed=2022)
+    if torch.allclose(scores, expected / 3**0.5, atol=1e-4):
+        raise AssertionError("the scores must come before the division by sqrt(d_k)")
+    assert torch.allclose(scores, expected, atol=1e-4), "wrong scores"
+
+
+@symmetric.check(
+    points=1,
+    hint="The second item must be the weights: the scaled scores through a softmax that "
+    "makes each query's row sum to one.",
+)
+def weights_with_one_layer(tied_attention):
+    (_, weights), (scores, expected) = _tied_result(tied_attention, 9, 7, 3, bias=False, seed=2022)
+    if torch.allclose(weights, torch.softmax(scores, dim=-1), atol=1e-5):
+        raise AssertionError("the scores are not divided by sqrt(d_k) before the softmax")
+    if torch.allclose(weights, torch.softmax(scores / 3**0.5, dim=0), atol=1e-5):
+        raise AssertionError("softmax ran over the wrong axis: rows must sum to one")
+    assert torch.allclose(weights, expected, atol=1e-5), "wrong weights"
 
 
 sigma = Exercise(
@@ -107,11 +252,30 @@ sigma = Exercise(
 )
 
 
+def _check_dots(dot_products: object, n: int, d_k: int, sigma_: float, seed: int) -> None:
+    """Call the learner's function with the check's generator and compare the draws."""
+    assert callable(dot_products), "`dot_products` must be a function"
+    reference = torch.Generator().manual_seed(seed)
+    q = sigma_ * torch.randn(n, d_k, generator=reference)  # (n, d_k)
+    k = sigma_ * torch.randn(n, d_k, generator=reference)  # (n, d_k)
+    expected = (q * k).sum(dim=-1)  # (n,)
+    got = dot_products(n, d_k, sigma_, torch.Generator().manual_seed(seed))
+    assert isinstance(got, torch.Tensor) and tuple(got.shape) == (n,), (
+        f"dot_products must return a tensor of shape ({n},), one dot product per pair"
+    )
+    got = got.detach().cpu().to(expected.dtype)
+    if torch.allclose(got, expected * sigma_**2, rtol=1e-4, atol=1e-3):
+        raise AssertionError("the entries were scaled by the variance, not the standard deviation")
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-3), (
+        "not the dot products of the pairs drawn from `generator`, queries first"
+    )
+
+
 @sigma.check(
     points=1,
-    hint="`dots` must hold 20000 dot products of vectors of size 64 with entries of "
-    "standard deviation 2: its variance is near 2**4 * 64 = 1024.",
+    hint="`dot_products(n, d_k, sigma, generator)` must draw the n queries, then the n "
+    "keys, from `generator`, each entry with standard deviation sigma, and return one dot "
+    "product per pair, shape (n,). The check calls it with sizes of its own.",
 )
-def dot_product_variance(dots):
-    values = answer_tensor(dots, (20000,))
-    assert abs(values.var().item() - 1024) < 0.06 * 1024
+def dot_products_of_the_pairs(dot_products):
+    _check_dots(dot_products, n=5000, d_k=48, sigma_=3.0, seed=2023)

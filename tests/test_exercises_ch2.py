@@ -1,0 +1,299 @@
+"""Chapter 2's exercises: a correct answer earns full marks, lazy answers do not.
+
+The correct answers are written here as a student would write them, independently of the
+package code the checks compare against; no expectation is computed with the code under test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from attention_from_scratch import SelfAttentionV1, SelfAttentionV2
+from attention_from_scratch.exercises import load_hidden, run_checks
+
+ROOT = Path(__file__).resolve().parents[1]
+load_hidden(ROOT / "grading" / "hidden", chapters=[2])
+
+
+def full_marks(label: str, namespace: dict) -> bool:
+    result = run_checks(label, namespace, hidden=True)
+    return result.possible > 0 and result.earned == result.possible
+
+
+def reasons(label: str, namespace: dict) -> str:
+    """Every failed check's reason and hint, in one string."""
+    result = run_checks(label, namespace, hidden=True)
+    assert result.earned < result.possible, "expected less than full marks"
+    return " | ".join(f"{c.reason} {c.hint}" for c in result.checks if not c.passed)
+
+
+# --- ch2-ex-v2-into-v1 ----------------------------------------------------------------------
+
+
+def v2_into_v1(v2):
+    v1 = SelfAttentionV1(v2.W_query.in_features, v2.W_query.out_features)
+    with torch.no_grad():
+        v1.W_query.copy_(v2.W_query.weight.T)
+        v1.W_key.copy_(v2.W_key.weight.T)
+        v1.W_value.copy_(v2.W_value.weight.T)
+    return v1
+
+
+def test_v2_into_v1_correct() -> None:
+    assert full_marks("ch2-ex-v2-into-v1", {"v2_into_v1": v2_into_v1})
+
+
+def test_v2_into_v1_returning_v2_itself_fails() -> None:
+    # The old laziness, ex_v1 = ex_v2, as a function.
+    why = reasons("ch2-ex-v2-into-v1", {"v2_into_v1": lambda v2: v2})
+    assert "expected a new SelfAttentionV1" in why
+
+
+def test_v2_into_v1_without_transposing_fails_on_square_weights() -> None:
+    def untransposed(v2):
+        v1 = SelfAttentionV1(v2.d_in, v2.d_out)
+        with torch.no_grad():
+            for name in ("W_query", "W_key", "W_value"):
+                getattr(v1, name).copy_(getattr(v2, name).weight.reshape(v2.d_in, v2.d_out))
+        return v1
+
+    assert "without transposing" in reasons("ch2-ex-v2-into-v1", {"v2_into_v1": untransposed})
+
+
+def test_v2_into_v1_subclass_delegating_to_v2_fails() -> None:
+    class Wrapper(SelfAttentionV1):
+        def __init__(self, v2):
+            super().__init__(v2.d_in, v2.d_out)
+            self.inner = v2
+
+        def forward(self, x, return_weights=False):
+            return self.inner(x)
+
+    assert "expected a new SelfAttentionV1" in reasons("ch2-ex-v2-into-v1", {"v2_into_v1": Wrapper})
+
+
+def test_v2_into_v1_that_edits_v2_fails() -> None:
+    def overwrite_v2(v2):
+        v1 = SelfAttentionV1(v2.d_in, v2.d_out)
+        with torch.no_grad():
+            for name in ("W_query", "W_key", "W_value"):
+                getattr(v2, name).weight.copy_(getattr(v1, name).T)
+        return v1
+
+    assert "leave v2 as it was" in reasons("ch2-ex-v2-into-v1", {"v2_into_v1": overwrite_v2})
+
+
+def test_v2_into_v1_hard_coded_to_the_page_sizes_fails() -> None:
+    def page_sizes(v2):
+        v1 = SelfAttentionV1(3, 2)
+        with torch.no_grad():
+            for name in ("W_query", "W_key", "W_value"):
+                getattr(v1, name).copy_(getattr(v2, name).weight.T)
+        return v1
+
+    assert not full_marks("ch2-ex-v2-into-v1", {"v2_into_v1": page_sizes})
+
+
+# --- ch2-ex-qkv-bias ------------------------------------------------------------------------
+
+
+def qkv_parameter_count(d_in, d_out, qkv_bias):
+    per_projection = d_in * d_out + (d_out if qkv_bias else 0)
+    return 3 * per_projection
+
+
+def test_qkv_parameter_count_correct() -> None:
+    assert full_marks("ch2-ex-qkv-bias", {"qkv_parameter_count": qkv_parameter_count})
+
+
+def test_qkv_parameter_count_copied_from_the_page_fails() -> None:
+    why = reasons("ch2-ex-qkv-bias", {"qkv_parameter_count": lambda d_in, d_out, bias: 24})
+    assert "wrong count" in why
+
+
+def test_qkv_parameter_count_by_building_the_module_is_refused() -> None:
+    def delegated(d_in, d_out, qkv_bias):
+        module = SelfAttentionV2(d_in, d_out, qkv_bias=qkv_bias)
+        return sum(p.numel() for p in module.parameters())
+
+    def by_linear(d_in, d_out, qkv_bias):
+        return 3 * sum(p.numel() for p in nn.Linear(d_in, d_out, bias=qkv_bias).parameters())
+
+    for answer in (delegated, by_linear):
+        why = reasons("ch2-ex-qkv-bias", {"qkv_parameter_count": answer})
+        assert "asks you to write the count from the sizes yourself" in why
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda d_in, d_out, bias: 3 * d_in * d_out, "the biases are not counted"),
+        (lambda d_in, d_out, bias: d_in * d_out + d_out * bias, "only one projection"),
+        (lambda d_in, d_out, bias: 3 * (d_in * d_out + d_in * bias), "one number per output"),
+        (lambda d_in, d_out, bias: float(3 * (d_in * d_out + d_out * bias)), "expected an int"),
+    ],
+)
+def test_qkv_parameter_count_common_mistakes_are_named(answer, message) -> None:
+    assert message in reasons("ch2-ex-qkv-bias", {"qkv_parameter_count": answer})
+
+
+# --- ch2-ex-step ----------------------------------------------------------------------------
+
+
+def context_vector(x, W_query, W_key, W_value, i):
+    q = x[i] @ W_query
+    k = x @ W_key
+    v = x @ W_value
+    s = torch.stack([q @ k[j] for j in range(x.shape[0])]) / k.shape[1] ** 0.5
+    e = torch.exp(s - s.max())
+    return (e / e.sum()) @ v
+
+
+def test_context_vector_correct() -> None:
+    assert full_marks("ch2-ex-step", {"context_vector": context_vector})
+
+
+def test_context_vector_copied_from_the_page_fails() -> None:
+    why = reasons("ch2-ex-step", {"context_vector": lambda *args: torch.tensor([0.2990, 0.8040])})
+    assert "shape" in why or "wrong context vector" in why
+
+
+def test_context_vector_by_the_package_module_is_refused() -> None:
+    def delegated(x, W_query, W_key, W_value, i):
+        module = SelfAttentionV1(*W_query.shape)
+        with torch.no_grad():
+            module.W_query.copy_(W_query)
+            module.W_key.copy_(W_key)
+            module.W_value.copy_(W_value)
+        return module(x)[i]
+
+    def by_sdpa(x, W_query, W_key, W_value, i):
+        q, k, v = x @ W_query, x @ W_key, x @ W_value
+        return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0, i]
+
+    for answer in (delegated, by_sdpa):
+        assert "yourself" in reasons("ch2-ex-step", {"context_vector": answer})
+
+
+@pytest.mark.parametrize(
+    ("scale", "dim", "message"),
+    [
+        (lambda d_in, d_k: 1.0, -1, "not divided by sqrt(d_k)"),
+        (lambda d_in, d_k: d_k, -1, "divided by d_k instead"),
+        (lambda d_in, d_k: d_in**0.5, -1, "not d_in"),
+        (lambda d_in, d_k: d_k**0.5, 0, "wrong axis"),
+    ],
+)
+def test_context_vector_common_mistakes_are_named(scale, dim, message) -> None:
+    def mistaken(x, W_query, W_key, W_value, i):
+        scores = (x @ W_query) @ (x @ W_key).T / scale(x.shape[1], W_key.shape[1])
+        return torch.softmax(scores, dim=dim)[i] @ (x @ W_value)
+
+    assert message in reasons("ch2-ex-step", {"context_vector": mistaken})
+
+
+def test_context_vector_with_a_hard_coded_scale_fails_the_hidden_check() -> None:
+    def hard_coded(x, W_query, W_key, W_value, i):
+        scores = (x[i] @ W_query) @ (x @ W_key).T / 2  # sqrt(4), the public d_k
+        return torch.softmax(scores, dim=-1) @ (x @ W_value)
+
+    result = run_checks("ch2-ex-step", {"context_vector": hard_coded}, hidden=True)
+    public = [c for c in result.checks if not c.hidden]
+    assert all(c.passed for c in public) and result.earned < result.possible
+
+
+# --- ch2-ex-symmetric -----------------------------------------------------------------------
+
+
+def tied_attention(x, layer):
+    q = layer(x)
+    scores = q @ q.transpose(0, 1)
+    scaled = scores / q.shape[-1] ** 0.5
+    weights = torch.exp(scaled) / torch.exp(scaled).sum(dim=1, keepdim=True)
+    return scores, weights
+
+
+def test_tied_attention_correct() -> None:
+    assert full_marks("ch2-ex-symmetric", {"tied_attention": tied_attention})
+
+
+def test_tied_attention_with_an_identity_matrix_fails() -> None:
+    # The old laziness: s = torch.eye(10) is symmetric.
+    def eye(x, layer):
+        t = x.shape[0]
+        return torch.eye(t), torch.full((t, t), 1 / t)
+
+    why = reasons("ch2-ex-symmetric", {"tied_attention": eye})
+    assert "wrong scores" in why and "wrong weights" in why
+
+
+def test_tied_attention_ignoring_the_bias_fails_the_hidden_check() -> None:
+    def weight_only(x, layer):
+        q = x @ layer.weight.T
+        scores = q @ q.T
+        return scores, torch.softmax(scores / q.shape[-1] ** 0.5, dim=-1)
+
+    result = run_checks("ch2-ex-symmetric", {"tied_attention": weight_only}, hidden=True)
+    assert all(c.passed for c in result.checks if not c.hidden)
+    assert result.earned < result.possible
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (
+            lambda x, layer: (layer(x) @ layer(x).T, torch.softmax(layer(x) @ layer(x).T, -1)),
+            "not divided by sqrt(d_k)",
+        ),
+        (
+            lambda x, layer: (
+                layer(x) @ layer(x).T,
+                torch.softmax(layer(x) @ layer(x).T / layer.out_features**0.5, 0),
+            ),
+            "wrong axis",
+        ),
+    ],
+)
+def test_tied_attention_common_mistakes_are_named(answer, message) -> None:
+    assert message in reasons("ch2-ex-symmetric", {"tied_attention": answer})
+
+
+# --- ch2-ex-sigma ---------------------------------------------------------------------------
+
+
+def dot_products(n, d_k, sigma, generator):
+    queries = torch.randn(n, d_k, generator=generator) * sigma
+    keys = torch.randn(n, d_k, generator=generator) * sigma
+    return torch.einsum("nd,nd->n", queries, keys)
+
+
+def test_dot_products_correct() -> None:
+    assert full_marks("ch2-ex-sigma", {"dot_products": dot_products})
+
+
+def test_dot_products_faked_with_the_right_variance_fails() -> None:
+    # The old laziness: dots = 32 * torch.randn(20000) had the variance the check wanted.
+    def faked(n, d_k, sigma, generator):
+        return sigma**2 * d_k**0.5 * torch.randn(n, generator=generator)
+
+    assert "not the dot products" in reasons("ch2-ex-sigma", {"dot_products": faked})
+
+
+def test_dot_products_with_the_variance_as_scale_is_named() -> None:
+    def variance_scaled(n, d_k, sigma, generator):
+        return dot_products(n, d_k, sigma**2, generator)
+
+    assert "variance" in reasons("ch2-ex-sigma", {"dot_products": variance_scaled})
+
+
+def test_dot_products_hard_coded_to_the_page_fails_the_hidden_check() -> None:
+    def public_sizes_only(n, d_k, sigma, generator):
+        return dot_products(n, 48, 3.0, generator)
+
+    result = run_checks("ch2-ex-sigma", {"dot_products": public_sizes_only}, hidden=True)
+    assert all(c.passed for c in result.checks if not c.hidden)
+    assert result.earned < result.possible
