@@ -1,131 +1,382 @@
 """Checks for the exercises of chapter 3, "Causal attention and dropout".
 
-Expected values are computed here from first principles and the chapter's seeds, never from a
-learner's code.
+Each auto-graded answer is a function that the checks call on inputs they draw themselves
+(seeded, with sizes the chapter never prints); the expected values are computed here from
+first principles, outside any learner code, and the calls the exercise asks the learner to
+write are refused while the answer runs.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from ._core import Exercise, answer_tensor
+from ..causal import CausalAttention, causal_mask
+from ._core import Exercise
+from ._shortcuts import refusing
 
 
-def _dropout_pattern() -> torch.Tensor:
-    """The chapter's seed-123 dropout of a (6, 6) block of ones: 0 dropped, 2 kept."""
-    torch.manual_seed(123)
-    return nn.Dropout(0.5)(torch.ones(6, 6))
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
+
+def _window_reference(t: int, window: int) -> torch.Tensor:
+    """True where query i may not see key j: the future, and keys more than `window` back."""
+    i = torch.arange(t).unsqueeze(1)  # (t, 1)
+    j = torch.arange(t).unsqueeze(0)  # (1, t)
+    return (j > i) | (j < i - window)  # (t, t)
+
+
+def _masked_weights(scores: torch.Tensor, hide: torch.Tensor) -> torch.Tensor:
+    """Softmax over the visible keys only; a row with no visible key is all zeros."""
+    weights = torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1)
+    return weights.nan_to_num(0.0)  # nan only in the rows with every key hidden
+
+
+def _as_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
+    assert isinstance(value, torch.Tensor), f"expected a tensor, got {type(value).__name__}"
+    assert tuple(value.shape) == shape, f"expected shape {shape}, got {tuple(value.shape)}"
+    return value.detach().cpu()
+
+
+# ---------------------------------------------------------------------------- sliding window
 
 sliding_window = Exercise("ch3-ex-sliding-window", chapter=3)
 
+WINDOW_CASES = ((7, 2), (9, 3), (5, 1))
 
-@sliding_window.check(
-    points=1,
-    hint="`hide` must be a (6, 6) bool mask, True where attention is forbidden: the future "
-    "(j > i) and keys more than two tokens back (j < i - 2).",
-)
-def window_mask(hide):
-    i = torch.arange(6).unsqueeze(1)  # (t, 1)
-    j = torch.arange(6).unsqueeze(0)  # (1, t)
-    expected = (j > i) | (j < i - 2)  # (t, t)
-    mask = answer_tensor(hide, (6, 6))
-    assert mask.dtype == torch.bool and torch.equal(mask, expected)
+
+def _call_window_mask(window_mask, t: int, window: int) -> torch.Tensor:
+    assert callable(window_mask), "`window_mask` must be a function of (t, window)"
+    with refusing(causal_mask, CausalAttention, write="the window mask"):
+        mask = window_mask(t, window)
+    return _as_tensor(mask, (t, t))
 
 
 @sliding_window.check(
-    points=1,
-    hint="`sliding` must be the (6, 6) weights: every row sums to one and row i has "
-    "min(i + 1, 3) non-zero weights.",
+    points=2,
+    hint="`window_mask(t, window)` must return a (t, t) bool tensor, True where query i "
+    "may NOT see key j. Row i may see keys i - window to i: compare a column of query "
+    "indices with a row of key indices, once for the future and once for the far past.",
 )
-def window_weights(sliding):
-    weights = answer_tensor(sliding, (6, 6)).float()
-    assert torch.allclose(weights.sum(dim=-1), torch.ones(6), atol=1e-5)
-    assert (weights > 0).sum(dim=-1).tolist() == [1, 2, 3, 3, 3, 3]
+def window_mask_any_size(window_mask):
+    for t, window in WINDOW_CASES:
+        mask = _call_window_mask(window_mask, t, window)
+        expected = _window_reference(t, window)
+        assert mask.dtype == torch.bool, f"expected a bool mask, got {mask.dtype}"
+        if torch.equal(mask, ~expected):
+            raise AssertionError("True must mean hidden: your mask is inverted")
+        if torch.equal(mask, causal_mask(t)):
+            raise AssertionError(
+                f"t={t}, window={window}: this is the causal mask; the far past is not hidden"
+            )
+        assert torch.equal(mask, expected), f"wrong mask for t={t}, window={window}"
 
+
+@sliding_window.check(
+    points=2,
+    hint="`window_attention(scores, window)` must return softmax weights of the same "
+    "shape as `scores` (already scaled, any leading batch dimensions), each row summing "
+    "to one over the keys its window lets it see and zero elsewhere. Hide before the "
+    "softmax, not after it.",
+)
+def window_attention_any_size(window_attention):
+    assert callable(window_attention), "`window_attention` must be a function"
+    generator = _generator(31)
+    for shape, window in (((2, 7, 7), 2), ((3, 5, 5), 1)):
+        scores = torch.randn(*shape, generator=generator) * 2
+        t = shape[-1]
+        expected = torch.softmax(
+            scores.masked_fill(_window_reference(t, window), float("-inf")), dim=-1
+        )
+        given = scores.clone()
+        with refusing(causal_mask, CausalAttention, write="the window mask"):
+            weights = window_attention(given, window)
+        weights = _as_tensor(weights, shape)
+        assert torch.equal(given, scores), "`window_attention` changed its input in place"
+        zeroed = torch.softmax(scores, dim=-1) * ~_window_reference(t, window)
+        if torch.allclose(weights, zeroed, atol=1e-5):
+            raise AssertionError("the hidden keys were zeroed after the softmax: rows sum < 1")
+        assert torch.allclose(weights, expected, atol=1e-5), f"wrong weights, window={window}"
+
+
+# ---------------------------------------------------------------------------- dropout order
 
 dropout_order = Exercise(
     "ch3-ex-dropout-order",
     chapter=3,
     manual_points=1,
     rubric="Says dropout after the renormalisation keeps each weight's expected value; "
-    "before it, the zeros stay but the scaling by 2 cancels, so the result is a "
-    "re-weighting, and a row can lose every visible weight (0 / 0 = nan).",
+    "before it, the zeros stay but the scaling by 1 / (1 - p) cancels in the division, so "
+    "the result is a random re-weighting of the surviving keys, and a row that loses every "
+    "visible weight becomes 0 / 0 = nan.",
 )
+
+
+def _order_inputs(seed: int, b: int, t: int, p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = _generator(seed)
+    weights = torch.softmax(torch.randn(b, t, t, generator=generator), dim=-1)
+    masked = weights * torch.tril(torch.ones(t, t))  # (b, t, t), way 1 before renormalising
+    keep = (torch.rand(b, t, t, generator=generator) >= p).float() / (1 - p)
+    keep[:, 1, :2] = 1 / (1 - p)  # row 1 keeps both visible weights in every sequence
+    keep[:, 0, 0] = 1 / (1 - p)  # and row 0 its only one,
+    keep[0, 0, 0] = 0.0  # except in the first sequence: 0 / 0 when dropping first
+    return masked, keep
+
+
+def _renormalise(weights: torch.Tensor) -> torch.Tensor:
+    return weights / weights.sum(dim=-1, keepdim=True)
 
 
 @dropout_order.check(
     points=1,
-    hint="`after` must be the renormalised causal weights times the seed-123 dropout "
-    "pattern: zero exactly where dropout or the mask put a zero. `before` keeps those zeros, "
-    "has rows that sum to one, and row 1, which loses every visible weight, is nan.",
+    hint="`renormalise_then_drop(masked, keep)` gets way 1's zeroed weights (b, t, t) and "
+    "dropout's multipliers `keep` (0 where dropped, 1 / (1 - p) where kept): divide each "
+    "row by its own sum (mind the shape of that sum), then apply dropout.",
 )
-def dropout_both_orders(before, after):
-    causal_zero = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
-    expected_zero = causal_zero | (_dropout_pattern() == 0)
-    weights = answer_tensor(after, (6, 6)).float()
-    assert torch.equal(weights == 0, expected_zero)
-    # Dropping first and renormalising keeps the zeros; row 1 is 0 / 0.
-    renormalised = answer_tensor(before, (6, 6)).float()
-    assert torch.isnan(renormalised[1]).all()
-    others = torch.tensor([0, 2, 3, 4, 5])
-    kept_rows = renormalised[others]
-    assert torch.equal(kept_rows == 0, expected_zero[others])
-    assert torch.allclose(kept_rows.sum(dim=-1), torch.ones(5), atol=1e-5)
+def renormalise_first(renormalise_then_drop):
+    assert callable(renormalise_then_drop), "`renormalise_then_drop` must be a function"
+    masked, keep = _order_inputs(5, b=3, t=7, p=0.25)
+    out = _as_tensor(renormalise_then_drop(masked.clone(), keep.clone()), (3, 7, 7))
+    expected = _renormalise(masked) * keep
+    if torch.allclose(out, _renormalise(masked * keep), atol=1e-5, equal_nan=True):
+        raise AssertionError("this is the other order: dropout came before the renormalising")
+    assert torch.allclose(out, expected, atol=1e-5), "wrong values"
 
+
+@dropout_order.check(
+    points=1,
+    hint="`drop_then_renormalise(masked, keep)` applies dropout's multipliers first, then "
+    "divides each row by its own sum; a row left with no weight stays 0 / 0.",
+)
+def drop_first(drop_then_renormalise):
+    assert callable(drop_then_renormalise), "`drop_then_renormalise` must be a function"
+    masked, keep = _order_inputs(6, b=2, t=8, p=0.4)
+    out = _as_tensor(drop_then_renormalise(masked.clone(), keep.clone()), (2, 8, 8))
+    expected = _renormalise(masked * keep)
+    if torch.allclose(out, _renormalise(masked) * keep, atol=1e-5, equal_nan=True):
+        raise AssertionError("this is the other order: the renormalising came first")
+    assert torch.allclose(out, expected, atol=1e-5, equal_nan=True), "wrong values"
+
+
+# ---------------------------------------------------------------------------- all masked
 
 all_masked = Exercise(
     "ch3-ex-all-masked",
     chapter=3,
     manual_points=1,
-    rubric="Explains 0/0 (or -inf - (-inf)) gives nan, and that causal_mask keeps the "
-    "diagonal visible, so every row keeps a key.",
+    rubric="Explains that a row of only -inf gives 0 / 0 (the stable softmax computes "
+    "-inf - (-inf) = nan), that triu(..., diagonal=0) hides the first token's only key, and "
+    "that causal_mask keeps the diagonal visible, so every row keeps a key.",
 )
+
+
+def _masked_softmax_inputs(seed: int, shape: tuple[int, ...], scale: float):
+    generator = _generator(seed)
+    scores = torch.randn(*shape, generator=generator) * scale
+    hide = torch.rand(*shape, generator=generator) < 0.5
+    hide[..., 0, :] = True  # a row with every key hidden
+    hide[..., -1, :] = False  # and one with none hidden
+    hide[..., 1, :] = True
+    hide[..., 1, 2] = False  # one with a single visible key
+    return scores, hide
+
+
+def _check_masked_softmax(masked_softmax, shape, scale, seed) -> None:
+    assert callable(masked_softmax), "`masked_softmax` must be a function of (scores, hide)"
+    scores, hide = _masked_softmax_inputs(seed, shape, scale)
+    expected = _masked_weights(scores, hide)
+    out = _as_tensor(masked_softmax(scores.clone(), hide.clone()), shape)
+    assert not torch.isnan(out).any(), "a row with every key hidden must give zeros, not nan"
+    if torch.allclose(out, torch.softmax(scores.masked_fill(hide, 0.0), dim=-1), atol=1e-5):
+        raise AssertionError("the hidden scores were filled with 0, not -inf: e^0 = 1")
+    assert torch.equal(out[..., 0, :], torch.zeros_like(out[..., 0, :])), (
+        "a row with every key hidden must be all zeros"
+    )
+    assert torch.allclose(out, expected, atol=1e-5), "wrong weights in the rows with a key left"
 
 
 @all_masked.check(
-    points=1,
-    hint="`bad` must be the (6, 6) weights with the mask built with diagonal=0: its first "
-    "row is all nan, its other rows are finite.",
+    points=2,
+    hint="`masked_softmax(scores, hide)` must give the softmax over the keys that `hide` "
+    "leaves visible (hide is True where a key is hidden), zeros where hidden, and a row of "
+    "zeros, not nan, where every key of a row is hidden. Find those rows before dividing.",
 )
-def first_row_is_nan(bad):
-    weights = answer_tensor(bad, (6, 6)).float()
-    assert torch.isnan(weights[0]).all() and torch.isfinite(weights[1:]).all()
+def fully_masked_row_is_zero(masked_softmax):
+    _check_masked_softmax(masked_softmax, (2, 5, 6), scale=1.0, seed=11)
 
+
+# ---------------------------------------------------------------------------- dropout rate
 
 dropout_rate = Exercise(
     "ch3-ex-dropout-rate",
     chapter=3,
     manual_points=1,
-    rubric="Says the survivors are scaled by 1 / (1 - p) = 1.4286 so that the expected "
-    "value of every entry stays 1.",
+    rubric="Says the survivors are scaled by 1 / (1 - p) so that the expected value of every "
+    "entry stays what it was; with p = 0.3 the survivors of a tensor of ones are 1.4286.",
 )
+
+DROPOUT_SHORTCUTS = (
+    nn.Dropout,
+    F.dropout,
+    torch.dropout,
+    torch.native_dropout,
+    torch.feature_dropout,
+    torch.alpha_dropout,
+)
+
+
+def _call_dropout(my_dropout, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    assert callable(my_dropout), "`my_dropout` must be a function of (x, p, generator)"
+    given = x.clone()
+    with refusing(*DROPOUT_SHORTCUTS, write="dropout"):
+        out = my_dropout(given, p, _generator(seed))
+    out = _as_tensor(out, tuple(x.shape))
+    assert torch.equal(given, x), "`my_dropout` changed its input in place"
+    return out
 
 
 @dropout_rate.check(
-    points=1,
-    hint="`fraction` must be the share of zeros in nn.Dropout(0.3) of a (1000, 1000) "
-    "tensor of ones: a float near 0.3.",
+    points=2,
+    hint="`my_dropout(x, p, generator)` must zero each entry with probability p, drawing "
+    "its random numbers from `generator`, and scale every survivor so that the expected "
+    "value of each entry is unchanged.",
 )
-def zero_fraction(fraction):
-    assert isinstance(fraction, float) and abs(fraction - 0.3) < 0.005
+def drops_and_scales(my_dropout):
+    x = torch.rand(400, 250, generator=_generator(2)) + 0.5  # (400, 250), no zeros
+    for p, seed in ((0.3, 1), (0.7, 2), (0.1, 3)):
+        out = _call_dropout(my_dropout, x, p, seed)
+        dropped = out == 0
+        share = dropped.float().mean().item()
+        if abs(share - (1 - p)) < 0.02 and abs(p - 0.5) > 0.1:
+            raise AssertionError(f"p={p}: you dropped with probability 1 - p ({share:.3f})")
+        assert abs(share - p) < 0.02, f"p={p}: {share:.3f} of the entries were dropped"
+        kept = ~dropped
+        if torch.allclose(out[kept], x[kept]):
+            raise AssertionError(f"p={p}: the survivors are not scaled")
+        assert torch.allclose(out[kept], x[kept] / (1 - p), rtol=1e-5), (
+            f"p={p}: the survivors are scaled by the wrong factor"
+        )
+    first = _call_dropout(my_dropout, x, 0.5, seed=7)
+    again = _call_dropout(my_dropout, x, 0.5, seed=7)
+    other = _call_dropout(my_dropout, x, 0.5, seed=8)
+    assert torch.equal(first, again) and not torch.equal(first, other), (
+        "draw the random numbers from `generator`: the same generator seed must give the "
+        "same pattern, another seed another one"
+    )
 
+
+# ---------------------------------------------------------------------------- causality test
 
 causality = Exercise(
     "ch3-ex-causality-test",
     chapter=3,
     manual_points=1,
     rubric="Explains that no earlier token may attend to a later one, so editing the last "
-    "token changes only its own row, and every token sees the first one.",
+    "token changes only its own row, and editing the first changes every row, since every "
+    "token sees the first one (and the first token's own query, key and value change).",
 )
+
+
+class _CumulativeMean(nn.Module):
+    """Causal without any attention: row i is the mean of tokens 0..i (or i..t-1)."""
+
+    def __init__(self, reverse: bool = False) -> None:
+        super().__init__()
+        self.reverse = reverse
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.reverse:
+            x = x.flip(1)
+        counts = torch.arange(1, x.shape[1] + 1, dtype=x.dtype).view(1, -1, 1)
+        out = x.cumsum(dim=1) / counts  # (b, t, d_in)
+        return out.flip(1) if self.reverse else out
+
+
+def _attention_with_mask(d_in: int, t: int, hide: torch.Tensor, seed: int) -> nn.Module:
+    """A CausalAttention whose mask buffer is replaced: `hide` True where forbidden."""
+    torch.manual_seed(seed)
+    module = CausalAttention(d_in, 4, context_length=t, dropout=0.0).eval()
+    module.mask = hide.clone()
+    return module
+
+
+def _test_modules(t: int, d_in: int, leak: float = 1.0):
+    """(name, module, allowed): allowed[i, j] is True where output row i may depend on j."""
+    causal = ~causal_mask(t)
+    everything = torch.ones(t, t, dtype=torch.bool)
+    one_ahead = ~torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=2)
+    peek = causal.clone()
+    peek[0, 1] = True  # one leak, invisible when only the last token is edited
+    leaky = _attention_with_mask(d_in, t, ~one_ahead, seed=3)
+    with torch.no_grad():
+        leaky.W_value.weight.mul_(leak)
+    return [
+        ("a causal attention layer", _attention_with_mask(d_in, t, ~causal, seed=1), causal),
+        (
+            "an attention layer with no mask",
+            _attention_with_mask(d_in, t, ~everything, 2),
+            everything,
+        ),
+        ("a layer that sees one token ahead", leaky, one_ahead),
+        (
+            "a layer whose first token sees the second",
+            _attention_with_mask(d_in, t, ~peek, 4),
+            peek,
+        ),
+        ("a causal running mean", _CumulativeMean(), causal),
+        ("a running mean from the end", _CumulativeMean(reverse=True), causal.T.clone()),
+    ]
+
+
+def _expected_rows(allowed: torch.Tensor, position: int) -> list[int]:
+    rows = allowed[:, position].clone()
+    rows[position] = True
+    return rows.nonzero().flatten().tolist()
+
+
+def _check_changed_rows(changed_rows, b: int, t: int, d_in: int, seed: int, leak: float):
+    assert callable(changed_rows), "`changed_rows` must be a function of (module, x, position)"
+    x = torch.randn(b, t, d_in, generator=_generator(seed))
+    for name, module, allowed in _test_modules(t, d_in, leak):
+        for position in (0, t // 2, t - 1):
+            given = x.clone()
+            rows = changed_rows(module, given, position)
+            assert torch.equal(given, x), "`changed_rows` must edit a copy of x, not x itself"
+            assert isinstance(rows, (list, tuple)), f"expected a list, got {type(rows).__name__}"
+            rows = [int(r) for r in rows]
+            expected = _expected_rows(allowed, position)
+            assert rows == expected, (
+                f"{name}, t={t}, editing token {position}: expected the rows that change in "
+                f"order, got {rows}"
+            )
+
+
+def _check_is_causal(is_causal, b: int, t: int, d_in: int, seed: int, leak: float):
+    assert callable(is_causal), "`is_causal` must be a function of (module, x)"
+    x = torch.randn(b, t, d_in, generator=_generator(seed))
+    for name, module, allowed in _test_modules(t, d_in, leak):
+        truth = not bool(torch.triu(allowed, diagonal=1).any())
+        verdict = is_causal(module, x.clone())
+        assert isinstance(verdict, bool), f"expected a bool, got {type(verdict).__name__}"
+        assert verdict == truth, f"{name}: expected {truth}, got {verdict}"
 
 
 @causality.check(
-    points=2,
-    hint="`changed_rows` must map each edited position to the rows that change: "
-    "{5: [5], 0: [0, 1, 2, 3, 4, 5]}.",
+    points=1,
+    hint="`changed_rows(module, x, position)` must edit token `position` of a copy of the "
+    "batch x, (b, t, d_in), run the module on both, and return the sorted list of output "
+    "rows (token positions) that differ in any sequence.",
 )
 def rows_that_change(changed_rows):
-    assert isinstance(changed_rows, dict)
-    assert {k: list(v) for k, v in changed_rows.items()} == {5: [5], 0: [0, 1, 2, 3, 4, 5]}
+    _check_changed_rows(changed_rows, b=2, t=7, d_in=5, seed=21, leak=1.0)
+
+
+@causality.check(
+    points=1,
+    hint="`is_causal(module, x)` must return True exactly when no output row depends on a "
+    "later token: test every position, not just the first or the last one.",
+)
+def catches_a_leak(is_causal):
+    _check_is_causal(is_causal, b=2, t=6, d_in=4, seed=22, leak=1.0)

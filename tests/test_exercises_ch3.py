@@ -1,0 +1,258 @@
+"""The exercises of chapter 3: a student's correct answers earn every point, lazy ones don't.
+
+The correct answers are written here as a student would write them, without the package;
+the expectations are the grader's own points and the reasons its checks give.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from attention_from_scratch import causal_mask
+from attention_from_scratch.exercises import load_hidden, run_checks
+
+ROOT = Path(__file__).resolve().parent.parent
+load_hidden(ROOT / "grading" / "hidden", chapters=[3])
+
+
+# ------------------------------------------------------------------ correct answers
+
+
+def window_mask(t, window):
+    i = torch.arange(t).view(-1, 1)  # (t, 1) queries
+    j = torch.arange(t).view(1, -1)  # (1, t) keys
+    return (j > i) | (i - j > window)  # (t, t)
+
+
+def window_attention(scores, window):
+    hide = window_mask(scores.shape[-1], window).to(scores.device)
+    return torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1)
+
+
+def renormalise_then_drop(masked, keep):
+    return masked / masked.sum(dim=-1, keepdim=True) * keep
+
+
+def drop_then_renormalise(masked, keep):
+    dropped = masked * keep
+    return dropped / dropped.sum(dim=-1, keepdim=True)
+
+
+def masked_softmax(scores, hide):
+    filled = scores.masked_fill(hide, float("-inf"))
+    top = filled.amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+    exp = torch.exp(filled - top)  # hidden keys: exp(-inf) = 0
+    total = exp.sum(dim=-1, keepdim=True)
+    return exp / torch.where(total == 0, torch.ones_like(total), total)
+
+
+def my_dropout(x, p, generator):
+    keep = torch.rand(x.shape, generator=generator) >= p
+    return torch.where(keep.to(x.device), x / (1 - p), torch.zeros_like(x))
+
+
+def changed_rows(module, x, position):
+    edited = x.clone()
+    edited[:, position] = edited[:, position] + 1.0
+    with torch.no_grad():
+        change = (module(edited) - module(x)).abs().amax(dim=(0, 2))  # (t,)
+    return [i for i in range(x.shape[1]) if change[i] > 1e-7]
+
+
+def is_causal(module, x):
+    t = x.shape[1]
+    return all(min(changed_rows(module, x, p)) >= p for p in range(t))
+
+
+CORRECT = {
+    "ch3-ex-sliding-window": {"window_mask": window_mask, "window_attention": window_attention},
+    "ch3-ex-dropout-order": {
+        "renormalise_then_drop": renormalise_then_drop,
+        "drop_then_renormalise": drop_then_renormalise,
+    },
+    "ch3-ex-all-masked": {"masked_softmax": masked_softmax},
+    "ch3-ex-dropout-rate": {"my_dropout": my_dropout},
+    "ch3-ex-causality-test": {"changed_rows": changed_rows, "is_causal": is_causal},
+}
+
+
+def grade(label: str, namespace: dict):
+    return run_checks(label, namespace, hidden=True)
+
+
+def reasons(result) -> str:
+    return " | ".join(f"{c.name}: {c.reason} {c.hint}" for c in result.checks if not c.passed)
+
+
+def test_correct_answers_earn_full_marks() -> None:
+    for label, namespace in CORRECT.items():
+        result = grade(label, namespace)
+        assert result.earned == result.possible > 0, (label, reasons(result))
+        assert len(result.checks) >= 2, label
+
+
+def test_every_auto_graded_exercise_has_hidden_checks() -> None:
+    for label, namespace in CORRECT.items():
+        result = grade(label, namespace)
+        public = run_checks(label, namespace, hidden=False)
+        assert result.possible > public.possible, label
+
+
+# ------------------------------------------------------------------ lazy answers
+
+
+def failing(label: str, namespace: dict) -> str:
+    result = grade(label, {**CORRECT[label], **namespace})
+    assert result.earned < result.possible, label
+    return reasons(result)
+
+
+def test_the_window_mask_is_not_the_page_value_nor_the_package() -> None:
+    page = window_mask(6, 2)  # the (6, 6) mask the page could print
+    assert "shape" in failing("ch3-ex-sliding-window", {"window_mask": lambda t, w: page})
+    delegated = failing(
+        "ch3-ex-sliding-window",
+        {"window_mask": lambda t, w: causal_mask(t) | window_mask(t, w)},
+    )
+    assert "causal_mask" in delegated and "yourself" in delegated
+    causal_only = failing(
+        "ch3-ex-sliding-window",
+        {"window_mask": lambda t, w: torch.triu(torch.ones(t, t, dtype=torch.bool), 1)},
+    )
+    assert "far past is not hidden" in causal_only
+    inverted = failing("ch3-ex-sliding-window", {"window_mask": lambda t, w: ~window_mask(t, w)})
+    assert "inverted" in inverted
+
+
+def test_window_attention_must_mask_before_the_softmax() -> None:
+    def after(scores, window):
+        return torch.softmax(scores, dim=-1) * ~window_mask(scores.shape[-1], window)
+
+    assert "after the softmax" in failing("ch3-ex-sliding-window", {"window_attention": after})
+    fixed = failing(
+        "ch3-ex-sliding-window",
+        {"window_attention": lambda s, w: window_attention(s, 2)},  # the page's window
+    )
+    assert "wrong weights" in fixed
+
+
+def test_window_mask_edges_are_hidden_checks() -> None:
+    def no_edges(t, window):  # right for 1 <= window < t - 1 only
+        if window == 0 or window >= t - 1:
+            return torch.zeros(t, t, dtype=torch.bool)
+        return window_mask(t, window)
+
+    public = run_checks(
+        "ch3-ex-sliding-window", {**CORRECT["ch3-ex-sliding-window"], "window_mask": no_edges}
+    )
+    assert public.passed
+    assert "window_edges" in failing("ch3-ex-sliding-window", {"window_mask": no_edges})
+
+
+def test_dropout_order_swapped_or_without_keepdim() -> None:
+    swapped = failing(
+        "ch3-ex-dropout-order",
+        {
+            "renormalise_then_drop": drop_then_renormalise,
+            "drop_then_renormalise": renormalise_then_drop,
+        },
+    )
+    assert swapped.count("the other order") == 2
+    flat = failing(
+        "ch3-ex-dropout-order",
+        {"renormalise_then_drop": lambda m, k: m / m.sum(dim=-1) * k},
+    )
+    assert "mind the shape of that sum" in flat
+
+
+def test_dropout_order_page_values_do_not_pass() -> None:
+    torch.manual_seed(123)
+    page_keep = nn.Dropout(0.5)(torch.ones(6, 6))
+    constant = failing(
+        "ch3-ex-dropout-order",
+        {"renormalise_then_drop": lambda m, k: torch.tril(torch.ones(6, 6)) * page_keep},
+    )
+    assert "renormalise_first" in constant
+
+
+def test_a_hand_made_nan_free_row_does_not_pass() -> None:
+    def torch_softmax(scores, hide):  # nan in the fully hidden rows
+        return torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1)
+
+    assert "not nan" in failing("ch3-ex-all-masked", {"masked_softmax": torch_softmax})
+
+    def zero_filled(scores, hide):  # 0 instead of -inf: hidden keys keep weight
+        return torch.softmax(scores.masked_fill(hide, 0.0), dim=-1)
+
+    assert "filled with 0" in failing("ch3-ex-all-masked", {"masked_softmax": zero_filled})
+    page_row = torch.full((2, 5, 6), float("nan"))
+    page_row[..., 1:, :] = 1 / 6
+    assert failing("ch3-ex-all-masked", {"masked_softmax": lambda s, h: page_row})
+
+
+def test_masked_softmax_must_be_stable() -> None:
+    def naive(scores, hide):
+        exp = torch.exp(scores) * ~hide
+        total = exp.sum(dim=-1, keepdim=True)
+        return exp / torch.where(total == 0, torch.ones_like(total), total)
+
+    public = run_checks("ch3-ex-all-masked", {"masked_softmax": naive})
+    assert public.passed
+    assert "huge_scores" in failing("ch3-ex-all-masked", {"masked_softmax": naive})
+
+
+def test_dropout_cannot_be_delegated_nor_faked() -> None:
+    def delegated(x, p, generator):
+        return nn.Dropout(p)(x)
+
+    assert "yourself" in failing("ch3-ex-dropout-rate", {"my_dropout": delegated})
+
+    def unscaled(x, p, generator):
+        return x * (torch.rand(x.shape, generator=generator) >= p)
+
+    assert "not scaled" in failing("ch3-ex-dropout-rate", {"my_dropout": unscaled})
+
+    def inverted(x, p, generator):
+        return x * (torch.rand(x.shape, generator=generator) < p) / (1 - p)
+
+    assert "1 - p" in failing("ch3-ex-dropout-rate", {"my_dropout": inverted})
+
+    def global_rng(x, p, generator):
+        return x * (torch.rand(x.shape) >= p) / (1 - p)
+
+    assert "generator" in failing("ch3-ex-dropout-rate", {"my_dropout": global_rng})
+    assert failing("ch3-ex-dropout-rate", {"my_dropout": lambda x, p, g: 0.3})
+
+
+def test_the_causality_test_must_catch_a_leak() -> None:
+    page = {5: [5], 0: [0, 1, 2, 3, 4, 5]}
+    assert failing("ch3-ex-causality-test", {"changed_rows": lambda m, x, p: page[p]})
+
+    def from_the_mask(module, x, position):  # trusts the module instead of testing it
+        return list(range(position, x.shape[1]))
+
+    assert "with no mask" in failing("ch3-ex-causality-test", {"changed_rows": from_the_mask})
+    by_type = failing("ch3-ex-causality-test", {"is_causal": lambda m, x: hasattr(m, "mask")})
+    assert "expected" in by_type
+    ends_only = failing(
+        "ch3-ex-causality-test",
+        {"is_causal": lambda m, x: min(changed_rows(m, x, x.shape[1] - 1)) >= x.shape[1] - 1},
+    )
+    assert "catches_a_leak" in ends_only
+
+
+def test_a_loose_tolerance_misses_the_small_leak() -> None:
+    def loose(module, x, position):
+        edited = x.clone()
+        edited[:, position] += 1.0
+        change = (module(edited) - module(x)).abs().amax(dim=(0, 2))
+        return [i for i in range(x.shape[1]) if change[i] > 0.05]
+
+    assert run_checks(
+        "ch3-ex-causality-test", {**CORRECT["ch3-ex-causality-test"], "changed_rows": loose}
+    ).passed
+    assert "small_leak" in failing("ch3-ex-causality-test", {"changed_rows": loose})
