@@ -907,10 +907,12 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
     """Draw the head split ``(b, t, d_out) -> (b, t, h, d_h) -> (b, h, t, d_h)`` and back.
 
     One sequence of the batch is drawn (the ``b`` sequences are split alike). Each feature
-    column keeps its head's colour through the steps: ``view`` cuts each token's ``d_out``
-    numbers into ``h`` groups of ``d_h`` without moving them, ``transpose(1, 2)`` brings the
-    heads forward so that each head is a ``(t, d_h)`` matrix of its own. The arrows below
-    run the merge: ``transpose(1, 2)``, ``.contiguous()``, ``view(b, t, d_out)``.
+    column keeps its head's colour and number through the steps, and each picture draws its
+    outer axis as separate blocks: ``view`` cuts each token's ``d_out`` numbers into ``h``
+    groups of ``d_h`` (one strip per token, tokens outside, heads inside);
+    ``transpose(1, 2)`` swaps the nesting, so that each head is a ``(t, d_h)`` matrix of its
+    own (one block per head, stacked). The arrows below run the merge: ``transpose(1, 2)``,
+    ``.contiguous()``, ``view(b, t, d_out)``.
 
     Args:
         b: the batch size (written in the shapes).
@@ -936,25 +938,14 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
         raise ValueError(f"d_out: expected a multiple of num_heads={num_heads}, got d_out={d_out}")
     d_h = d_out // num_heads
     heads_of = [c // d_h for c in range(d_out)]
-    cell = min(0.3, 1.5 / d_out, 2.4 / t)
+    cell = min(0.3, 1.5 / d_out, 2.4 / t, 3.6 / (num_heads * t))
     numbered = cell >= 0.25  # room for the feature numbers
-    gap = cell * 0.6
-    height = t * cell + 1.6
+    gap = cell * 0.6  # between the heads of one token
+    row_gap = cell * 0.3  # between the tokens of (t, h, d_h)
+    block_gap = cell * 0.8  # between the heads of (h, t, d_h)
+    stacked = num_heads * t * cell + (num_heads - 1) * block_gap
+    height = max(t * cell + (t - 1) * row_gap, stacked) + 1.6
     width = _WIDTH
-
-    def heads(left: float, gap: float, named: bool) -> float:
-        """Each head's columns, ``gap`` inches apart, named when ``named``; returns their span."""
-        for head in range(num_heads):
-            x0 = left + head * (d_h * cell + gap)
-            features = range(head * d_h, (head + 1) * d_h) if numbered else None
-            _head_cells(ax, x0, top, t, cell, [head] * d_h, features)
-            if named:
-                x, y = x0 + d_h * cell / 2, top - t * cell - 0.05
-                tilt = 90 if d_h * cell + gap < 0.55 else 0
-                _text(
-                    ax, x, y, f"head {head}", va="top", color=HEAD_COLOURS[head % 8], rotation=tilt
-                )
-        return num_heads * d_h * cell + (num_heads - 1) * gap
 
     with _figure(width, height) as (fig, ax):
         top = height - 0.75
@@ -964,18 +955,35 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
         shape = f"(b, t, d_out)\n= ({b}, {t}, {d_out})"
         _text(ax, left + d_out * cell / 2, top + 0.12, shape, va="bottom")
         ends = [left + d_out * cell]
-        # 2. (t, h, d_h): the same row, cut into groups
+        # 2. (t, h, d_h): one strip per token, cut into its heads' groups
         left = ends[0] + 1.15
-        span = heads(left, gap, named=False)
+        for token in range(t):
+            y = top - token * (cell + row_gap)
+            for head in range(num_heads):
+                x0 = left + head * (d_h * cell + gap)
+                features = range(head * d_h, (head + 1) * d_h) if numbered else None
+                _head_cells(ax, x0, y, 1, cell, [head] * d_h, features)
+        span = num_heads * d_h * cell + (num_heads - 1) * gap
         shape = f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})"
         _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
         starts = [left]
         ends.append(left + span)
-        # 3. (h, t, d_h): one matrix per head, side by side with a wider gap
+        # 3. (h, t, d_h): one (t, d_h) block per head, stacked
         left = ends[1] + 1.15
-        span = heads(left, 0.3, named=True)
+        for head in range(num_heads):
+            y = top - head * (t * cell + block_gap)
+            features = range(head * d_h, (head + 1) * d_h) if numbered else None
+            _head_cells(ax, left, y, t, cell, [head] * d_h, features)
+            _text(
+                ax,
+                left + d_h * cell + 0.08,
+                y - t * cell / 2,
+                f"head {head}",
+                ha="left",
+                color=HEAD_COLOURS[head % 8],
+            )
         shape = f"(b, h, t, d_h)\n= ({b}, {num_heads}, {t}, {d_h})"
-        _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
+        _text(ax, left + d_h * cell / 2, top + 0.12, shape, va="bottom")
         starts.append(left)
         middle = top - t * cell / 2
         for (x0, x1), split, merge in (
@@ -990,7 +998,8 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             ax,
             0.2,
             0.2,
-            "one sequence of the batch: a row per token, a number per feature, a colour per head\n"
+            "one sequence of the batch; a colour per head, a number per feature;\n"
+            "separate blocks: the outer axis (a strip per token, then a block per head)\n"
             "→ split the heads    ← merge them back",
             ha="left",
         )
