@@ -195,3 +195,26 @@ def test_merge_that_always_copies_fails() -> None:
 
     points, _, text = reasons("ch5-ex-merge-reshape", {"merge_heads_reshape": always_copies})
     assert points == 0 and "copied the numbers" in text
+
+
+def test_a_correct_answer_may_compute_with_tensors() -> None:
+    def with_tensors(shape, strides, order):
+        index = torch.tensor(list(order))
+        return (
+            tuple(torch.tensor(shape)[index].tolist()),
+            tuple(torch.tensor(strides)[index].tolist()),
+        )
+
+    graded = run_checks("ch5-ex-permute-strides", {"permuted_layout": with_tensors}, hidden=True)
+    assert graded.earned == graded.possible
+
+
+def test_reading_a_layout_through_the_typed_storage_is_refused() -> None:
+    def lazy(shape, strides, offset, dim, start, step):
+        new_shape, new_strides, _ = sliced_layout(shape, strides, offset, dim, start, step)
+        t = torch.zeros(4)
+        t.storage()  # any read of a layout, however reached, is refused
+        return new_shape, new_strides, offset + start * strides[dim]
+
+    points, _, text = reasons("ch5-ex-slice-stride", {"sliced_layout": lazy})
+    assert points == 0 and "Tensor.storage" in text

@@ -502,7 +502,7 @@ def test_every_text_is_at_least_nine_points(toy_tokens: list[str]) -> None:
         assert fig.get_figwidth() <= 7.0 + 1e-9
 
 
-def test_plot_layout_tints_storage_elements_with_the_okabe_ito_palette() -> None:
+def test_plot_layout_colours_rows_and_heads_with_the_okabe_ito_palette() -> None:
     from matplotlib.colors import to_rgb
 
     def tint(colour: str) -> tuple[float, ...]:
@@ -519,11 +519,15 @@ def test_plot_layout_tints_storage_elements_with_the_okabe_ito_palette() -> None
     okabe_ito += ["#56B4E9", "#D55E00", "#000000", "#F0E442"]
     x = torch.arange(12.0).view(3, 4)
     top, bottom = layout_panels(afs.plot_layout(x.T))
-    # Storage element k has the k % 8-th colour, in the storage and in the tensor alike.
-    assert faces(bottom) == rounded([tint(okabe_ito[k % 8]) for k in range(12)])
-    assert faces(top) == rounded(
-        [tint(okabe_ito[k % 8]) for k in (0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11)]
-    )
+    # Row i of x.T reads storage i, i + 4, i + 8: those take row i's colour.
+    assert faces(top) == rounded([tint(okabe_ito[i]) for i in range(4) for _ in range(3)])
+    assert faces(bottom) == rounded([tint(okabe_ito[k % 4]) for k in range(12)])
+    # Storage that a slice does not read stays white.
+    top, bottom = layout_panels(afs.plot_layout(x[1:, 1:3]))
+    read = {5: 0, 6: 0, 9: 1, 10: 1}
+    white = (1.0, 1.0, 1.0)
+    expected = [tint(okabe_ito[read[k]]) if k in read else white for k in range(12)]
+    assert faces(bottom) == rounded(expected)
     # With heads=(h, d_h), element k of a (t, h * d_h) storage has its head's colour.
     top, bottom = layout_panels(afs.plot_layout(x[:, 2:], heads=(2, 2)))
     head_of = [0, 0, 1, 1] * 3

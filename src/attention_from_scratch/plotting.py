@@ -452,10 +452,11 @@ def plot_layout(
     The top panel is the tensor as we index it (rows and columns); the bottom panel is the flat
     storage it reads from. Each cell shows its value (to 3 significant digits) and, underneath,
     the storage index that ``storage_offset + i * stride[0] + j * stride[1]`` gives, so a
-    transposed tensor shows the same storage read in a different order. A storage element has
-    the same light tint of the Okabe-Ito palette wherever it appears (storage index ``k`` takes
-    the ``k % 8``-th of ``HEAD_COLOURS``), or, with ``heads``, the colour of its head, named in
-    a legend. The figure is at most 7 inches wide, with text of at least 9 points.
+    transposed tensor shows the same storage read in a different order. Row ``i`` of the tensor
+    takes a light tint of ``HEAD_COLOURS[i % 8]`` (the Okabe-Ito palette), and so does each
+    storage element it reads; storage the tensor does not read stays white. With ``heads``,
+    every element takes instead the colour of its head, named in a legend. The figure is at
+    most 7 inches wide, with text of at least 9 points.
 
     Args:
         x: a tensor with two dimensions, at least one element, and at most 16 elements in it
@@ -488,14 +489,21 @@ def plot_layout(
             raise TypeError(f"heads: expected a tuple (h, d_h), got {heads!r}")
         heads = (check_positive_int("heads[0]", heads[0]), check_positive_int("heads[1]", heads[1]))
 
-    def colour(k: int) -> str:
-        if heads is None:
-            return HEAD_COLOURS[k % len(HEAD_COLOURS)]
-        return HEAD_COLOURS[(k // heads[1]) % heads[0] % len(HEAD_COLOURS)]
-
     rows, cols = x.shape
     row_stride, col_stride = x.stride()
     offset = x.storage_offset()
+    read_by: dict[int, int] = {}  # storage index -> the first row of x that reads it
+    for i in range(rows):
+        for j in range(cols):
+            read_by.setdefault(offset + i * row_stride + j * col_stride, i)
+
+    def colour(k: int) -> str:
+        if heads is not None:
+            return HEAD_COLOURS[(k // heads[1]) % heads[0] % len(HEAD_COLOURS)]
+        if k not in read_by:
+            return "#FFFFFF"
+        return HEAD_COLOURS[read_by[k] % len(HEAD_COLOURS)]
+
     n = x.untyped_storage().nbytes() // x.element_size()
     if max(n, rows * cols) > _LAYOUT_UP_TO:
         raise ValueError(

@@ -19,12 +19,14 @@ from ..layout import describe_layout, merge_heads, shares_storage, split_heads
 from ._core import Exercise
 from ._shortcuts import refusing
 
-# Every way to build a tensor with a given layout or to read a layout off one: an answer that
-# must compute strides by hand may call none of them.
+# Every way to read a layout off a tensor, or to build a tensor from a given layout: an
+# answer that must compute a layout by hand may call none of them. Each exercise adds the
+# operation whose result it asks about, so that its shape cannot be read either.
 LAYOUT_SHORTCUTS: tuple[Callable[..., Any], ...] = (
     torch.Tensor.stride,
     torch.Tensor.storage_offset,
     torch.Tensor.data_ptr,
+    torch.Tensor.storage,
     torch.Tensor.untyped_storage,
     torch.Tensor.is_contiguous,
     torch.Tensor.numpy,
@@ -32,15 +34,16 @@ LAYOUT_SHORTCUTS: tuple[Callable[..., Any], ...] = (
     torch.Tensor.as_strided,
     torch.as_strided,
     torch.empty_strided,
-    torch.Tensor.permute,
-    torch.permute,
-    torch.Tensor.__getitem__,
-    torch.Tensor.narrow,
-    torch.narrow,
+    describe_layout,
+)
+PERMUTES = (torch.Tensor.permute, torch.permute, torch.Tensor.movedim, torch.movedim)
+SLICES = (torch.Tensor.__getitem__, torch.Tensor.narrow, torch.narrow)
+MERGES = (
     torch.Tensor.view,
     torch.Tensor.reshape,
     torch.reshape,
-    describe_layout,
+    torch.Tensor.flatten,
+    torch.flatten,
 )
 
 
@@ -96,7 +99,7 @@ def _check_permuted_layout(permuted_layout: object, cases: list[tuple[Any, ...]]
     assert callable(permuted_layout), "`permuted_layout` must be a function"
     for shape, strides, order in cases:
         expected = permute_reference(shape, strides, order)
-        with refusing(*LAYOUT_SHORTCUTS, write="the permuted layout"):
+        with refusing(*LAYOUT_SHORTCUTS, *PERMUTES, write="the permuted layout"):
             answer = permuted_layout(shape, strides, order)
         assert isinstance(answer, (tuple, list)) and len(answer) == 2, (
             "`permuted_layout` must return two tuples, (shape, strides)"
@@ -192,7 +195,7 @@ def _check_merged_stride(merged_stride: object, cases: list[tuple[Any, ...]]) ->
     assert callable(merged_stride), "`merged_stride` must be a function"
     for shape, strides, k in cases:
         expected = merged_stride_reference(shape, strides, k)
-        with refusing(*LAYOUT_SHORTCUTS, write="the merged stride"):
+        with refusing(*LAYOUT_SHORTCUTS, *MERGES, write="the merged stride"):
             got = merged_stride(shape, strides, k)
         where = f"merging dimensions {k} and {k + 1} of shape {shape}, strides {strides}"
         if expected is None:
@@ -261,7 +264,7 @@ def _check_sliced_layout(sliced_layout: object, cases: list[tuple[Any, ...]]) ->
     for case in cases:
         shape, strides, offset, dim, start, step = case
         expected = slice_reference(*case)
-        with refusing(*LAYOUT_SHORTCUTS, write="the layout of a slice"):
+        with refusing(*LAYOUT_SHORTCUTS, *SLICES, write="the layout of a slice"):
             answer = sliced_layout(*case)
         assert isinstance(answer, (tuple, list)) and len(answer) == 3, (
             "`sliced_layout` must return (shape, strides, offset)"
