@@ -276,3 +276,11 @@ def test_order_blind_bounds_must_be_measured_on_the_checks_sequences() -> None:
         return bound_by_position_by_hand(inputs, 5, 2)[: inputs.shape[1] - k]
 
     assert not full_marks("ch6-ex-why-order-blind", {"bound_by_position": built_in_sizes})
+
+
+def test_rotate_half_in_place_loses_the_hidden_point() -> None:
+    def in_place(x, offset=0):
+        x.copy_(rotate_half_by_hand(x.clone(), offset))
+        return x
+
+    assert "in place" in reasons("ch6-ex-rotate-half", {"rotate_half": in_place})

@@ -78,10 +78,13 @@ ROTARY_SHORTCUTS = (RotaryEmbedding, RotaryMultiHeadAttention, rotated_half_by_f
 
 
 def call_rotate_half(rotate_half, x: torch.Tensor, offset: int) -> torch.Tensor:
-    """Run the learner's ``rotate_half`` with the package's rotations refused."""
+    """Run the learner's ``rotate_half`` on ``x`` itself with the package's rotations
+    refused; fail if it changed ``x`` in place."""
     assert callable(rotate_half), "`rotate_half` must be a function of (x, offset)"
+    original = x.clone()
     with refusing(*ROTARY_SHORTCUTS, write="the rotate-half rotation"):
-        out = rotate_half(x.clone(), offset)
+        out = rotate_half(x, offset)
+    assert torch.equal(x, original), "rotate_half changed its input in place"
     return _as_tensor(out, tuple(x.shape))
 
 
