@@ -1,19 +1,48 @@
 """Checks for the exercises of chapter 7, "Attention at scale".
 
-Expected values are computed here from first principles (``torch.cat`` of what was appended,
-positions counted from the first real token, the softmax written out with ``math.exp``, one
-query head at a time with ``torch.softmax``), never from a learner's code or the package's.
+Every answer is a function or class that the checks call on inputs they draw themselves, from
+their own seeded generators. Expected values come from first principles (``torch.cat`` of what
+was appended, positions counted token by token, the softmax and one query head at a time
+computed outside the answer), never from a learner's objects. Where an exercise asks for what
+torch or the package already has, the answer runs with that shortcut refused.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
+from ..multihead import MultiHeadAttention
+from ..scale import CachedAttention, GroupedQueryAttention, KVCache, measure_peak_memory
 from ._core import Exercise, answer_tensor
+from ._shortcuts import refusing
 
 kv_cache = Exercise("ch7-ex-kv-cache", chapter=7)
+
+CONCATENATIONS = (
+    torch.cat,
+    torch.concat,
+    torch.concatenate,
+    torch.stack,
+    torch.hstack,
+    torch.dstack,
+    KVCache,
+)
+
+
+@contextmanager
+def no_concatenation() -> Iterator[None]:
+    """Run a cache's methods with concatenation and the package's ``KVCache`` refused.
+
+    Introduced in chapter 7.
+    """
+    with refusing(*CONCATENATIONS, write="a preallocated cache (written in place)"):
+        yield
 
 
 def cache_length(cache: object) -> int:
@@ -23,84 +52,115 @@ def cache_length(cache: object) -> int:
     """
     length = cache.length  # type: ignore[attr-defined]
     length = length() if callable(length) else length
-    assert isinstance(length, int) and not isinstance(length, bool)
+    assert isinstance(length, int) and not isinstance(length, bool), (
+        f"`length` must be an int, got {type(length).__name__}"
+    )
     return length
 
 
-def numbered_tokens(b: int, h_kv: int, s: int, d_h: int, start: float) -> torch.Tensor:
-    """``(b, h_kv, s, d_h)`` keys or values whose every entry is a different number.
+def random_tokens(
+    generator: torch.Generator, b: int, h_kv: int, s: int, d_h: int, dtype=torch.float64
+) -> torch.Tensor:
+    """``(b, h_kv, s, d_h)`` random keys or values drawn from the check's own generator.
 
     Introduced in chapter 7.
     """
-    count = b * h_kv * s * d_h
-    return torch.arange(start, start + count).reshape(b, h_kv, s, d_h)  # (b, h_kv, s, d_h)
+    return torch.randn(b, h_kv, s, d_h, generator=generator, dtype=torch.float64).to(dtype)
 
 
 @kv_cache.check(
     points=1,
-    hint="`PreallocatedKVCache(capacity).length` must be 0, then grow by the number of "
-    "tokens each `append` adds: keys have shape (b, h_kv, s, d_h), so the tokens are counted "
-    "on dimension 2.",
+    hint="`PreallocatedKVCache(capacity).length` starts at 0 and grows by the number of "
+    "tokens each `append` adds; which axis of a (b, h_kv, t, d_h) tensor counts tokens?",
 )
 def counts_the_cached_tokens(PreallocatedKVCache):
-    cache = PreallocatedKVCache(5)
-    assert cache_length(cache) == 0
-    cache.append(numbered_tokens(2, 3, 2, 4, 0), numbered_tokens(2, 3, 2, 4, 1000))
-    assert cache_length(cache) == 2
-    cache.append(numbered_tokens(2, 3, 1, 4, 100), numbered_tokens(2, 3, 1, 4, 2000))
-    assert cache_length(cache) == 3
+    generator = torch.Generator().manual_seed(71)
+    with no_concatenation():
+        cache = PreallocatedKVCache(6)
+        assert cache_length(cache) == 0
+        for new, total in ((2, 2), (1, 3), (3, 6)):
+            keys = random_tokens(generator, 2, 3, new, 4)
+            cache.append(keys, random_tokens(generator, 2, 3, new, 4))
+            assert cache_length(cache) == total, (
+                f"after appending {new} token(s) the length should be {total}, got "
+                f"{cache_length(cache)}"
+            )
 
 
 @kv_cache.check(
     points=2,
-    hint="`append(keys, values)` must write the new tokens after the cached ones and return "
-    "every key and value cached so far, the old tokens first; `read()` must return the same "
-    "pair.",
+    hint="`append(keys, values)` writes the new tokens right after the cached ones and "
+    "returns every key and value cached so far, oldest first, as `read()` does.",
 )
 def returns_every_token_in_order(PreallocatedKVCache):
-    cache = PreallocatedKVCache(6)
-    keys = [numbered_tokens(1, 2, s, 3, 100 * i) for i, s in enumerate((3, 1, 1))]
-    values = [numbered_tokens(1, 2, s, 3, 5000 + 100 * i) for i, s in enumerate((3, 1, 1))]
-    for i in range(3):
-        all_keys, all_values = cache.append(keys[i], values[i])
-        expected_keys = torch.cat(keys[: i + 1], dim=2)  # (1, 2, s, 3)
-        expected_values = torch.cat(values[: i + 1], dim=2)  # (1, 2, s, 3)
-        assert torch.equal(answer_tensor(all_keys, tuple(expected_keys.shape)), expected_keys)
-        assert torch.equal(answer_tensor(all_values, tuple(expected_values.shape)), expected_values)
-    read_keys, read_values = cache.read()
-    assert torch.equal(answer_tensor(read_keys, (1, 2, 5, 3)), torch.cat(keys, dim=2))
-    assert torch.equal(answer_tensor(read_values, (1, 2, 5, 3)), torch.cat(values, dim=2))
+    generator = torch.Generator().manual_seed(72)
+    sizes = (3, 1, 2)
+    keys = [random_tokens(generator, 1, 2, s, 5) for s in sizes]
+    values = [random_tokens(generator, 1, 2, s, 5) for s in sizes]
+    expected = [
+        (torch.cat(keys[: i + 1], dim=2), torch.cat(values[: i + 1], dim=2))
+        for i in range(len(sizes))
+    ]  # computed before the answer runs, outside the refusal
+    with no_concatenation():
+        cache = PreallocatedKVCache(7)
+        returned = [cache.append(k.clone(), v.clone()) for k, v in zip(keys, values, strict=True)]
+        read = cache.read()
+    for (all_keys, all_values), (want_keys, want_values) in zip(returned, expected, strict=True):
+        shape = tuple(want_keys.shape)
+        assert torch.equal(answer_tensor(all_keys, shape), want_keys), (
+            "the keys returned by `append` are not the ones appended, in order"
+        )
+        assert torch.equal(answer_tensor(all_values, shape), want_values), (
+            "the values returned by `append` are not the ones appended, in order"
+        )
+    want_keys, want_values = expected[-1]
+    assert torch.equal(answer_tensor(read[0], (1, 2, 6, 5)), want_keys)
+    assert torch.equal(answer_tensor(read[1], (1, 2, 6, 5)), want_values)
 
 
 @kv_cache.check(
     points=1,
-    hint="Allocate the (b, h_kv, capacity, d_h) buffers once, at the first `append`, and write "
-    "into them: `read()` must return views of the same memory after every `append` (no "
-    "torch.cat), and an `append` beyond the capacity must raise a ValueError.",
+    hint="Allocate the (b, h_kv, capacity, d_h) buffers once and write into them: what "
+    "`read()` returns should be views of the same memory after every `append`. An `append` "
+    "that does not fit must raise a ValueError before it changes anything.",
 )
 def writes_in_place_and_refuses_overflow(PreallocatedKVCache):
-    cache = PreallocatedKVCache(3)
-    cache.append(numbered_tokens(1, 1, 1, 2, 0), numbered_tokens(1, 1, 1, 2, 10))
-    first_keys, first_values = cache.read()
-    cache.append(numbered_tokens(1, 1, 2, 2, 20), numbered_tokens(1, 1, 2, 2, 30))
-    keys, values = cache.read()
-    assert isinstance(keys, torch.Tensor) and isinstance(first_keys, torch.Tensor)
-    assert keys.data_ptr() == first_keys.data_ptr()
-    assert values.data_ptr() == first_values.data_ptr()
-    try:
-        cache.append(numbered_tokens(1, 1, 1, 2, 40), numbered_tokens(1, 1, 1, 2, 50))
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("a fourth token fitted into a capacity of 3")
-    assert cache_length(cache) == 3
+    generator = torch.Generator().manual_seed(73)
+    first = random_tokens(generator, 1, 1, 1, 2), random_tokens(generator, 1, 1, 1, 2)
+    second = random_tokens(generator, 1, 1, 2, 2), random_tokens(generator, 1, 1, 2, 2)
+    extra = random_tokens(generator, 1, 1, 1, 2), random_tokens(generator, 1, 1, 1, 2)
+    with no_concatenation():
+        cache = PreallocatedKVCache(3)
+        cache.append(*first)
+        first_keys, first_values = cache.read()
+        cache.append(*second)
+        keys, values = cache.read()
+        assert isinstance(keys, torch.Tensor) and isinstance(first_keys, torch.Tensor)
+        assert keys.data_ptr() == first_keys.data_ptr(), (
+            "the keys moved to new memory: write into the buffers allocated at the first append"
+        )
+        assert values.data_ptr() == first_values.data_ptr(), "the values moved to new memory"
+        try:
+            cache.append(*extra)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("a fourth token fitted into a capacity of 3")
+        assert cache_length(cache) == 3, "the refused append changed the length"
+        keys, _ = cache.read()
+    expected = torch.cat([first[0], second[0]], dim=2)
+    assert torch.equal(answer_tensor(keys, (1, 1, 3, 2)), expected), (
+        "the refused append changed the cached keys"
+    )
 
 
 position_ids = Exercise("ch7-ex-position-ids", chapter=7)
 
 
 def positions_by_counting(padding_mask: list[list[bool]]) -> torch.Tensor:
-    """Position ids of a left-padded batch, counted token by token (the checks' reference).
+    """Position ids of a padded batch, counted token by token (the checks' reference).
+
+    Each real token gets the number of real tokens before it in its row; every pad gets 0.
 
     Introduced in chapter 7.
     """
@@ -114,70 +174,203 @@ def positions_by_counting(padding_mask: list[list[bool]]) -> torch.Tensor:
     return torch.tensor(rows)  # (b, t)
 
 
+def padded_on_both_sides(generator: torch.Generator, b: int, t: int) -> list[list[bool]]:
+    """A ``(b, t)`` padding mask with random pads before and after each row's real tokens.
+
+    Introduced in chapter 7.
+    """
+    rows = []
+    for _ in range(b):
+        real = int(torch.randint(1, t + 1, (1,), generator=generator))
+        left = int(torch.randint(0, t - real + 1, (1,), generator=generator))
+        rows.append([True] * left + [False] * real + [True] * (t - real - left))
+    return rows
+
+
+def compare_positions(shifted_positions: Callable, mask: list[list[bool]]) -> None:
+    """Call the answer on ``mask`` and compare with the count, naming the usual mistakes.
+
+    Introduced in chapter 7.
+    """
+    given = torch.tensor(mask)
+    result = shifted_positions(given.clone())
+    result = answer_tensor(result, tuple(given.shape))
+    assert not result.is_floating_point() and result.dtype != torch.bool, (
+        f"position ids must be integers, got {result.dtype}"
+    )
+    expected = positions_by_counting(mask)
+    result = result.long()
+    if torch.equal(result, expected):
+        return
+    wrong_pads = (result != expected) & given
+    if wrong_pads.any():
+        raise AssertionError(
+            "a pad got a nonzero position id: every pad gets 0, before or after the real tokens"
+        )
+    raise AssertionError(
+        "the real tokens' ids are not 0, 1, 2, ... counted from each row's first real token"
+    )
+
+
 @position_ids.check(
     points=2,
-    hint="`shifted_positions(padding_mask)` must return a (b, t) integer tensor: 0 at the "
-    "padding, then 0, 1, 2, ... from each row's first real token (e.g. with a cumulative "
-    "sum of the real tokens).",
+    hint="A real token's id is the number of real tokens before it in its row; a pad gets "
+    "0 wherever it sits. Which running operation over a row counts what came before?",
 )
-def counts_from_the_first_real_token(shifted_positions):
-    mask = [[True, True, False, False, False], [False] * 5, [True] * 4 + [False]]
-    result = shifted_positions(torch.tensor(mask))
-    result = answer_tensor(result, (3, 5))
-    assert not result.is_floating_point() and result.dtype != torch.bool
-    assert torch.equal(result.long(), positions_by_counting(mask))
+def counts_the_real_tokens(shifted_positions):
+    generator = torch.Generator().manual_seed(74)
+    compare_positions(shifted_positions, padded_on_both_sides(generator, 5, 9))
+    compare_positions(shifted_positions, [[True, False, False, True], [False, False, True, True]])
 
 
 online_softmax = Exercise("ch7-ex-online-softmax", chapter=7)
 
+SOFTMAXES = (
+    torch.softmax,
+    torch.Tensor.softmax,
+    F.softmax,
+    torch.log_softmax,
+    torch.Tensor.log_softmax,
+    F.log_softmax,
+    torch.logsumexp,
+    torch.Tensor.logsumexp,
+    torch.special.logsumexp,
+    torch.special.softmax,
+    torch.special.log_softmax,
+    F.scaled_dot_product_attention,
+)
+
+
+def fold_blocks(
+    online_update: Callable, scores: torch.Tensor, block_size: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Run the answer over ``scores`` ``(r, s)`` block by block, from ``m = -inf, ell = 0``.
+
+    Each call sees one block and the running ``(m, ell)`` only; the learner's arguments are
+    copies, checked unchanged afterwards. Returns the ``(m, ell)`` after every block.
+
+    Introduced in chapter 7.
+    """
+    r = scores.shape[0]
+    m = torch.full((r,), float("-inf"), dtype=scores.dtype)
+    ell = torch.zeros(r, dtype=scores.dtype)
+    states = []
+    with refusing(*SOFTMAXES, write="the online update"):
+        for start in range(0, scores.shape[1], block_size):
+            block = scores[:, start : start + block_size].clone()
+            m_in, ell_in, block_in = m.clone(), ell.clone(), block.clone()
+            result = online_update(m_in, ell_in, block_in)
+            assert isinstance(result, tuple) and len(result) == 2, (
+                "`online_update` must return the pair (m, ell)"
+            )
+            assert torch.equal(m_in, m) and torch.equal(ell_in, ell), (
+                "`online_update` changed its arguments m or ell in place"
+            )
+            assert torch.equal(block_in, block), "`online_update` changed the block in place"
+            m = answer_tensor(result[0], (r,))
+            ell = answer_tensor(result[1], (r,))
+            assert not ell.isnan().any() and not m.isnan().any(), (
+                "ell became NaN: while a row's maximum is still -inf, exp(m - m') is "
+                "exp(-inf - (-inf))"
+            )
+            states.append((m, ell))
+    return states
+
+
+def prefix_statistics(scores: torch.Tensor, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The maximum and the sum of ``exp(score - maximum)`` over the first ``end`` columns,
+    written out with ``math`` row by row (the checks' reference).
+
+    Introduced in chapter 7.
+    """
+    maxima, sums = [], []
+    for row in scores[:, :end].tolist():
+        top = max(row)
+        maxima.append(top)
+        sums.append(0.0 if top == -math.inf else sum(math.exp(x - top) for x in row))
+    return torch.tensor(maxima, dtype=torch.float64), torch.tensor(sums, dtype=torch.float64)
+
+
+def compare_running_state(online_update: Callable, scores: torch.Tensor, block_size: int) -> None:
+    """After every block, ``m`` and ``ell`` must be those of the scores seen so far.
+
+    Introduced in chapter 7.
+    """
+    states = fold_blocks(online_update, scores, block_size)
+    for i, (m, ell) in enumerate(states):
+        end = min((i + 1) * block_size, scores.shape[1])
+        want_m, want_ell = prefix_statistics(scores.double(), end)
+        assert not ell.isnan().any(), (
+            "ell became NaN: while a row's maximum is still -inf, exp(m - m') is exp(-inf - (-inf))"
+        )
+        torch.testing.assert_close(
+            m.double(), want_m, msg="`m` must be the largest score seen so far in each row"
+        )
+        if not torch.allclose(ell.double(), want_ell, rtol=1e-5, atol=1e-8):
+            raise AssertionError(
+                "`ell` is not the sum of exp(score - m) over the scores seen so far: when "
+                "the maximum grows, the old sum must be rescaled to the new maximum"
+            )
+
 
 @online_softmax.check(
     points=2,
-    hint="`online_softmax(scores, block_size)` must return a tensor equal to "
-    "torch.softmax(scores, dim=0), for any block size.",
+    hint="After each block, `m` must be each row's largest score so far and `ell` the sum "
+    "of exp(score - m) over the scores so far, measured from the new maximum.",
 )
-def equals_softmax(online_softmax):
-    scores = torch.tensor([0.5, -1.0, 2.0, 0.0, 3.0, -2.0, 1.5], dtype=torch.float64)
-    expected = torch.softmax(scores, dim=0)
-    for block_size in (1, 2, 3, 7, 10):
-        result = online_softmax(scores.clone(), block_size)
-        assert isinstance(result, torch.Tensor) and result.shape == scores.shape
-        torch.testing.assert_close(result.double(), expected, rtol=1e-6, atol=1e-9)
+def keeps_the_running_maximum_and_sum(online_update):
+    generator = torch.Generator().manual_seed(75)
+    scores = 3 * torch.randn(4, 13, generator=generator, dtype=torch.float64)
+    for block_size in (1, 5, 13):
+        compare_running_state(online_update, scores, block_size)
+    states = fold_blocks(online_update, scores, 4)
+    m, ell = states[-1]
+    probabilities = torch.exp(scores - m.double()[:, None]) / ell.double()[:, None]
+    torch.testing.assert_close(probabilities, torch.softmax(scores, dim=-1))
 
 
 @online_softmax.check(
     points=1,
-    hint="Subtract the running maximum before exp: scores around 1000 must give finite "
-    "probabilities (exp(1000) overflows).",
+    hint="Scores around 1000 overflow exp(): every exponent must be taken relative to a "
+    "running maximum, so that it is at most 0.",
 )
-def stays_finite_for_large_scores(online_softmax):
-    scores = torch.tensor([1000.0, 999.0, 2.0, -5.0, 1001.0])
-    result = online_softmax(scores.clone(), 2)
-    assert torch.isfinite(result).all()
-    denominator = 1 + math.exp(-1) + math.exp(-2) + math.exp(-999) + math.exp(-1006)
-    torch.testing.assert_close(
-        result[4].double(), torch.tensor(1 / denominator, dtype=torch.float64), rtol=1e-5, atol=0
-    )
+def stays_finite_for_large_scores(online_update):
+    scores = torch.tensor([[1000.0, 999.0, 2.0, -5.0, 1001.0], [-3.0, 700.0, 701.0, 0.0, 5.0]])
+    _, ell = fold_blocks(online_update, scores, 2)[-1]
+    assert torch.isfinite(ell).all(), "ell overflowed"
+    compare_running_state(online_update, scores, 2)
 
 
 @online_softmax.check(
     points=1,
-    hint="A first block of masked scores (-inf, as left padding gives) leaves the maximum at "
-    "-inf, and exp(-inf - (-inf)) is NaN: subtract 0 instead while the maximum is -inf. "
-    "[-inf, 1, 2] with block_size=1 must give [0, 0.2689, 0.7311].",
+    hint="A row whose first blocks are all -inf (masked keys) keeps m = -inf, and "
+    "exp(-inf - (-inf)) is NaN: what can be subtracted instead while m is -inf?",
 )
-def survives_a_masked_first_block(online_softmax):
-    scores = torch.tensor([float("-inf"), 1.0, 2.0])
-    result = online_softmax(scores.clone(), 1)
-    assert isinstance(result, torch.Tensor) and result.shape == (3,)
-    assert not result.isnan().any()
-    expected = [0.0, 1 / (1 + math.e), math.e / (1 + math.e)]
-    torch.testing.assert_close(
-        result.double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-5, atol=1e-7
-    )
+def survives_masked_first_blocks(online_update):
+    inf = float("inf")
+    scores = torch.tensor([[-inf, -inf, -inf, 1.5, 2.0, -1.0], [0.5, -inf, 2.0, -inf, 1.0, 3.0]])
+    for block_size in (1, 2, 3):
+        compare_running_state(online_update, scores, block_size)
 
 
 group_heads = Exercise("ch7-ex-group-heads", chapter=7)
+
+GROUPING_SHORTCUTS = (
+    F.scaled_dot_product_attention,
+    torch.repeat_interleave,
+    torch.Tensor.repeat_interleave,
+    torch.Tensor.expand,
+    torch.Tensor.expand_as,
+    torch.Tensor.repeat,
+    torch.broadcast_to,
+    torch.broadcast_tensors,
+    torch.tile,
+    torch.Tensor.tile,
+    torch.einsum,
+    GroupedQueryAttention,
+    CachedAttention,
+    MultiHeadAttention,
+)
 
 
 def grouped_by_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -197,41 +390,149 @@ def grouped_by_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
 
 
 def grouped_inputs(
-    b: int, h: int, h_kv: int, t: int, d_h: int
+    b: int, h: int, h_kv: int, t: int, d_h: int, seed: int = 7, dtype=torch.float64
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random float64 queries ``(b, h, t, d_h)`` and keys, values ``(b, h_kv, t, d_h)``.
+    """Random queries ``(b, h, t, d_h)`` and keys, values ``(b, h_kv, t, d_h)``.
 
     Introduced in chapter 7.
     """
-    generator = torch.Generator().manual_seed(7)
+    generator = torch.Generator().manual_seed(seed)
     q = torch.randn(b, h, t, d_h, generator=generator, dtype=torch.float64)
     k = torch.randn(b, h_kv, t, d_h, generator=generator, dtype=torch.float64)
     v = torch.randn(b, h_kv, t, d_h, generator=generator, dtype=torch.float64)
-    return q, k, v
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+def compare_grouped(folded_attention: Callable, shape: tuple[int, ...], seed: int, dtype) -> None:
+    """Run the answer with the grouping shortcuts refused and compare head by head.
+
+    Introduced in chapter 7.
+    """
+    b, h, h_kv, t, d_h = shape
+    q, k, v = grouped_inputs(b, h, h_kv, t, d_h, seed, dtype)
+    expected = grouped_by_heads(q.double(), k.double(), v.double())  # outside the refusal
+    with refusing(*GROUPING_SHORTCUTS, write="the folded grouped-query attention"):
+        result = folded_attention(q.clone(), k.clone(), v.clone())
+    result = answer_tensor(result, (b, h, t, d_h)).double()
+    if torch.allclose(result, expected, atol=1e-4):
+        return
+    if h_kv < h:
+        g = h // h_kv
+        k_mod, v_mod = (x.double().repeat(1, g, 1, 1) for x in (k, v))  # head i: i % h_kv
+        shuffled = grouped_by_heads(q.double(), k_mod, v_mod)
+        if torch.allclose(result, shuffled, atol=1e-4):
+            raise AssertionError(
+                "query head i read key/value head i % h_kv: the g heads of a group are "
+                "neighbours, so head i belongs to key/value head i // g"
+            )
+    raise AssertionError("the result differs from causal attention computed one head at a time")
 
 
 @group_heads.check(
     points=2,
-    hint="`folded_attention(q, k, v)` must return (b, h, t, d_h) causal attention in which "
-    "query head i reads key/value head i // g, g = h // h_kv: reshape the queries to "
-    "(b, h_kv, g * t, d_h), where row r is query r % t, and mask key j for row r when "
-    "j > r % t.",
+    hint="Fold the g query heads of each group into rows of one (g t, d_h) matrix per "
+    "key/value head; row r of that matrix is one of the t queries of its head, which one "
+    "decides its causal mask.",
 )
 def matches_one_head_at_a_time(folded_attention):
-    for h_kv in (2, 1):
-        q, k, v = grouped_inputs(1, 4, h_kv, 5, 3)
-        result = answer_tensor(folded_attention(q, k, v), (1, 4, 5, 3))
-        torch.testing.assert_close(result.double(), grouped_by_heads(q, k, v))
+    compare_grouped(folded_attention, (1, 4, 2, 5, 3), seed=77, dtype=torch.float64)
+    compare_grouped(folded_attention, (1, 4, 1, 6, 2), seed=78, dtype=torch.float64)
+
+
+class _BroadcastProducts(TorchFunctionMode):
+    """Records the matrix products whose operands have different batch shapes."""
+
+    PRODUCTS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broadcast: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        a, b = [*args, None, None][:2]
+        if (
+            func in self.PRODUCTS
+            and isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.dim() >= 3
+            and b.dim() >= 3
+            and a.shape[:-2] != b.shape[:-2]
+        ):
+            self.broadcast.append((tuple(a.shape), tuple(b.shape)))
+        return func(*args, **(kwargs or {}))
+
+
+@group_heads.check(
+    points=1,
+    hint="Every product must multiply operands with the same batch axes: a group axis of "
+    "size 1 broadcast against one of size g makes matmul expand the keys g times. Fold the "
+    "group into the rows instead.",
+)
+def multiplies_without_a_group_broadcast(folded_attention):
+    q, k, v = grouped_inputs(2, 6, 2, 4, 8, seed=79)
+    recorder = _BroadcastProducts()
+    refused = refusing(*GROUPING_SHORTCUTS, write="the folded grouped-query attention")
+    with refused, recorder:
+        result = folded_attention(q, k, v)
+    answer_tensor(result, (2, 6, 4, 8))
+    assert not recorder.broadcast, (
+        f"a product broadcast over a group axis: operands {recorder.broadcast[0][0]} and "
+        f"{recorder.broadcast[0][1]}"
+    )
 
 
 which_path = Exercise(
     "ch7-ex-which-path",
     chapter=7,
-    manual_points=2,
-    rubric="1 point: the explicit path forms (b, h, t, t) weights in every layer, quadratic "
-    "in t (about 1 GB per head at 16 000 tokens in float32), and even one layer switched to "
-    "the explicit path forms them for all its heads and rows. 1 point: a workable "
-    "alternative that never forms a (t, t) matrix, e.g. keep the fused path and, under "
-    "torch.no_grad(), recompute the weights of the heads and the few query rows to plot "
-    "from that layer's queries and keys (a (rows, t) slice per head).",
+    manual_points=1,
+    rubric="1 point: a workable way to see the weights that never forms a (t, t) matrix, "
+    "e.g. keep the fused path and, under torch.no_grad(), recompute from that layer's "
+    "queries and keys (a forward hook calling its project) the weights of the heads and "
+    "the few query rows to plot: a (rows, t) slice per head.",
 )
+
+
+def peak_bytes_by_hand(tokens: int, heads: int) -> int:
+    """Numbers of the ``(1, h, t, t)`` scores and weights alive at once (the reference).
+
+    Introduced in chapter 7.
+    """
+    return 2 * heads * tokens * tokens
+
+
+@which_path.check(
+    points=2,
+    hint="Look at the explicit attend: which of its (b, h, t, t) tensors are alive at the "
+    "same moment? And under torch.no_grad(), is anything of one layer still held when the "
+    "next layer runs?",
+)
+def estimates_the_explicit_peak(explicit_peak_bytes):
+    cases = ((16_384, 16, 24, 2), (300, 3, 5, 4), (20_000, 1, 1, 8))
+    with refusing(
+        measure_peak_memory,
+        MultiHeadAttention,
+        CachedAttention,
+        write="the estimate (a formula, not a measurement)",
+    ):
+        answers = [explicit_peak_bytes(*case) for case in cases]
+    for (tokens, heads, layers, size), answer in zip(cases, answers, strict=True):
+        assert isinstance(answer, (int, float)) and not isinstance(answer, bool), (
+            f"`explicit_peak_bytes` must return a number, got {type(answer).__name__}"
+        )
+        expected = peak_bytes_by_hand(tokens, heads) * size
+        if math.isclose(answer, expected, rel_tol=0.01):
+            continue
+        if layers > 1 and math.isclose(answer, expected * layers, rel_tol=0.01):
+            raise AssertionError(
+                "the estimate grows with the number of layers: under torch.no_grad() a "
+                "layer's matrices are freed before the next layer runs"
+            )
+        if math.isclose(answer, expected / 2, rel_tol=0.01):
+            raise AssertionError(
+                "the estimate counts one (t, t) tensor per head: is the first still alive "
+                "when the next is written?"
+            )
+        raise AssertionError(
+            f"for t={tokens}, h={heads}, {layers} layers and {size}-byte numbers the "
+            f"estimate is off by more than 1 %"
+        )
