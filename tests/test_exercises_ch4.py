@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+import attention_from_scratch
 from attention_from_scratch import (
     CausalAttention,
     MultiHeadAttention,
@@ -90,6 +91,24 @@ def test_one_head_without_biases_fails_the_hidden_check() -> None:
     got, possible, why = earned("ch4-ex-one-head", {"as_causal_and_linear": no_biases})
     assert got == possible - 1
     assert "causal needs them" in why
+
+
+def test_one_head_refuses_the_modules_own_layers() -> None:
+    # out_proj itself as the linear layer, and a CausalAttention holding mha's own layers:
+    # the numbers are right, but the modules are not new.
+    def own_layers(mha):
+        causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0)
+        causal.W_query, causal.W_key, causal.W_value = mha.W_query, mha.W_key, mha.W_value
+        return causal, mha.out_proj
+
+    def own_out_proj(mha):
+        causal, _ = as_causal_and_linear(mha)
+        return causal, mha.out_proj
+
+    for lazy in (own_layers, own_out_proj):
+        got, _, why = earned("ch4-ex-one-head", {"as_causal_and_linear": lazy})
+        assert got == 0, lazy.__name__
+        assert "share weights with mha" in why
 
 
 def test_one_head_fresh_modules_without_copied_weights_fail() -> None:
@@ -179,13 +198,24 @@ def test_split_correct_answer_earns_every_point() -> None:
     assert got == possible == 3, why
 
 
-def test_split_by_the_package_function_earns_only_the_public_points() -> None:
+def test_split_by_the_package_function_earns_nothing() -> None:
     def delegating(x, num_heads):
         return split_heads(x, num_heads)
 
-    got, possible, why = earned("ch4-ex-divisible", {"split_into_heads": delegating})
-    assert got == possible - 1
-    assert "ShortcutTaken" in why
+    def by_attribute(x, num_heads):
+        return attention_from_scratch.split_heads(x, num_heads)
+
+    for lazy in (delegating, by_attribute, lambda x, n: split_heads(x, n)):
+        got, _, why = earned("ch4-ex-divisible", {"split_into_heads": lazy})
+        assert got == 0
+        assert "ShortcutTaken" in why and "split_heads" in why
+
+
+def test_split_by_the_package_function_fails_the_public_checks_alone() -> None:
+    # The public checks refuse it on their own, without the hidden one.
+    result = run_checks("ch4-ex-divisible", {"split_into_heads": lambda x, n: split_heads(x, n)})
+    assert result.earned == 0
+    assert "layout.split_heads" in reasons(result)
 
 
 def test_split_by_a_single_view_is_recognised() -> None:
@@ -243,10 +273,11 @@ def test_permute_correct_answer_earns_every_point() -> None:
     assert got == possible == 3, why
 
 
-def test_permute_an_unchanged_copy_keeps_only_the_output_point() -> None:
-    got, _, why = earned("ch4-ex-permute-heads", {"permute_heads": lambda m, p: m})
-    assert got == 1  # the output is unchanged, but no head moved
-    assert "still in their old order" in why
+def test_permute_an_unchanged_copy_earns_nothing() -> None:
+    for lazy in (lambda m, p: m, lambda m, p: copy.deepcopy(m)):
+        got, _, why = earned("ch4-ex-permute-heads", {"permute_heads": lazy})
+        assert got == 0  # the output is unchanged, but no head moved
+        assert "still in their old order" in why and "no head moved" in why
 
 
 def test_permute_forgetting_out_proj_is_named() -> None:

@@ -7,7 +7,11 @@ own modules or from first principles, never from a learner's objects.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import sys
+import types
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +21,7 @@ from .._checks import check_divisible
 from ..causal import CausalAttention
 from ..multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from ._core import Exercise, answer_module
-from ._shortcuts import refusing
+from ._shortcuts import ShortcutTaken, refusing
 
 _LAYERS = ("W_query", "W_key", "W_value", "out_proj")
 
@@ -47,11 +51,18 @@ def one_head_agrees(as_causal_and_linear, d_in: int, d_out: int, qkv_bias: bool,
     x = _inputs(3, 7, d_in, seed + 1)  # (b, t, d_in)
     with torch.no_grad():
         expected = mha(x)  # (b, t, d_out), computed before the learner sees the module
-    answer = as_causal_and_linear(copy.deepcopy(mha))
+    given = copy.deepcopy(mha)
+    answer = as_causal_and_linear(given)
     assert isinstance(answer, tuple) and len(answer) == 2, "return a pair (causal, linear)"
     causal, linear = answer
     assert type(causal) is CausalAttention, "the first module must be a CausalAttention"
     assert type(linear) is nn.Linear, "the second module must be an nn.Linear"
+    # New modules: no parameter (nor its memory) may be one of the module's own.
+    theirs = {p.data_ptr() for p in given.parameters()}
+    for module in (causal, linear):
+        assert not any(p.data_ptr() in theirs for p in module.parameters()), (
+            "return new modules: yours share weights with mha (copy the values instead)"
+        )
     causal, linear = answer_module(causal), answer_module(linear)
     for module in (causal, linear):
         assert "forward" not in vars(module), "keep the modules' own forward"
@@ -141,9 +152,37 @@ divisible = Exercise(
     "(a d_out that num_heads divides, or a num_heads that divides d_out).",
 )
 
-# The package's split_heads and merge_heads live in chapter 5's module, which this one may
-# not import: the hidden checks refuse them too.
 _SPLIT_REFUSED = (check_divisible, MultiHeadAttention, nn.MultiheadAttention)
+# The package's split_heads and merge_heads live in chapter 5's module, which this one may not
+# import (the layering of the package): they are refused by their module's name and their own.
+_LAYOUT_MODULE = f"{__name__.split('.')[0]}.layout"
+_LAYOUT_REFUSED = ("split_heads", "merge_heads")
+
+
+@contextlib.contextmanager
+def _refusing_layout(write: str) -> Iterator[None]:
+    """Refuse the package's ``split_heads`` and ``merge_heads``, however reached."""
+    previous = sys.getprofile()
+
+    def profile(frame: types.FrameType, event: str, arg: object) -> None:
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_name in _LAYOUT_REFUSED
+            and frame.f_globals.get("__name__") == _LAYOUT_MODULE
+        ):
+            raise ShortcutTaken(
+                f"this exercise asks you to write {write} yourself, but your answer called "
+                f"{_LAYOUT_MODULE}.{code.co_name}"
+            )
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
 
 
 def splits_like_the_definition(
@@ -155,7 +194,7 @@ def splits_like_the_definition(
     d_h = d_out // h
     # Head m owns features m*d_h .. (m+1)*d_h - 1 of every token: (b, h, t, d_h).
     expected = torch.stack([x[:, :, m * d_h : (m + 1) * d_h] for m in range(h)], dim=1)
-    with refusing(*_SPLIT_REFUSED, *refused, write="the split"):
+    with _refusing_layout("the split"), refusing(*_SPLIT_REFUSED, *refused, write="the split"):
         got = split_into_heads(x.clone(), h)
     assert isinstance(got, torch.Tensor), "return a tensor"
     where = f"x of shape {(b, t, d_out)}, num_heads={h}"
@@ -173,9 +212,12 @@ def splits_like_the_definition(
 
 def refuses_with_a_clear_error(split_into_heads, d_out: int, h: int, refused=()) -> None:
     x = torch.zeros(2, 3, d_out)  # (b, t, d_out)
+    write = "the check and its error"
     try:
-        with refusing(*_SPLIT_REFUSED, *refused, write="the check and its error"):
+        with _refusing_layout(write), refusing(*_SPLIT_REFUSED, *refused, write=write):
             split_into_heads(x, h)
+    except ShortcutTaken:
+        raise
     except ValueError as error:
         message = str(error)
         assert str(d_out) in message and str(h) in message, (
@@ -263,6 +305,8 @@ def permutation_holds(
             )
         assert order == list(perm), "head i must compute what the original's head perm[i] did"
     else:
+        if order == list(range(h)):
+            raise AssertionError("no head moved: the output point needs the heads reordered")
         if order == list(perm) and not torch.allclose(out, expected, atol=1e-5):
             raise AssertionError(
                 "the heads moved, but out_proj still reads their outputs in the old order"
