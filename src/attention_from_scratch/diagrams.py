@@ -944,8 +944,11 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
     row_gap = cell * 0.3  # between the tokens of (t, h, d_h)
     block_gap = cell * 0.8  # between the heads of (h, t, d_h)
     stacked = num_heads * t * cell + (num_heads - 1) * block_gap
-    height = max(t * cell + (t - 1) * row_gap, stacked) + 1.6
-    width = _WIDTH
+    height = max(t * cell + (t - 1) * row_gap, stacked) + 1.0
+    span = num_heads * d_h * cell + (num_heads - 1) * gap  # the (t, h, d_h) picture
+    # As wide as the three pictures, two arrows and the head labels: a narrower figure is
+    # scaled down less on a phone.
+    width = 0.2 + d_out * cell + 1.15 + span + 1.15 + d_h * cell + 0.75
 
     with _figure(width, height) as (fig, ax):
         top = height - 0.75
@@ -963,7 +966,6 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
                 x0 = left + head * (d_h * cell + gap)
                 features = range(head * d_h, (head + 1) * d_h) if numbered else None
                 _head_cells(ax, x0, y, 1, cell, [head] * d_h, features)
-        span = num_heads * d_h * cell + (num_heads - 1) * gap
         shape = f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})"
         _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
         starts = [left]
@@ -994,15 +996,6 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             _text(ax, (x0 + x1) / 2, middle + 0.33, split, va="bottom")
             _arrow(ax, (x1 - 0.08, middle - 0.25), (x0 + 0.08, middle - 0.25), colour="#555555")
             _text(ax, (x0 + x1) / 2, middle - 0.33, merge, va="top", color="#555555")
-        _text(
-            ax,
-            0.2,
-            0.2,
-            "one sequence of the batch; a colour per head, a number per feature;\n"
-            "separate blocks: the outer axis (a strip per token, then a block per head)\n"
-            "→ split the heads    ← merge them back",
-            ha="left",
-        )
     return fig
 
 
