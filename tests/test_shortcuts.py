@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import pytest
@@ -90,3 +91,50 @@ def test_a_shortcut_fails_the_check_with_a_reason_that_names_it() -> None:
 def test_bad_arguments_are_refused_by_name(shortcuts, write) -> None:
     with pytest.raises(TypeError, match=r"shortcuts|write"), refusing(*shortcuts, write=write):
         pass
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "catch",  # call, catch the refusal, call again
+        "setprofile",  # remove the hook, then call
+        "disable",  # leave torch's function modes, then call
+        "thread",  # call from another thread
+    ],
+)
+def test_an_answer_that_dodges_the_refusal_still_fails(escape: str) -> None:
+    import threading
+
+    x = torch.randn(2, 5)
+
+    def answer() -> torch.Tensor:
+        if escape == "catch":
+            try:
+                return torch.softmax(x, -1)
+            except ShortcutTaken:
+                return torch.softmax(x, -1)
+        if escape == "setprofile":
+            before = sys.getprofile()
+            sys.setprofile(None)
+            try:
+                return torch.softmax(x, -1)
+            finally:
+                sys.setprofile(before)
+        if escape == "disable":
+            with torch._C.DisableTorchFunction():
+                return torch.softmax(x, -1)
+        out = []
+        thread = threading.Thread(target=lambda: out.append(torch.softmax(x, -1)))
+        thread.start()
+        thread.join()
+        return out[0]
+
+    before = sys.getprofile()
+    # An answer may swallow the exception: leaving the block still fails.
+    with (
+        pytest.raises(ShortcutTaken),
+        refusing(*SOFTMAXES, write="softmax"),
+        contextlib.suppress(ShortcutTaken),
+    ):
+        answer()
+    assert sys.getprofile() is before

@@ -17,17 +17,26 @@ Two mechanisms, because two kinds of function can be refused:
   ``nn.MultiheadAttention``) are refused by their code objects, seen by a profiling hook
   when any of them starts, however the answer reached it (an import, a subclass, a copy).
 
+A refused call fails the answer even when the answer catches the exception and goes on, and
+so does an attempt to switch the refusals off (replacing the hook, starting a thread, leaving
+torch's function modes). Calls below torch's Python layer (``torch.ops.aten``) are not seen:
+a check that must close those too compares the answer's work with what it asks.
+
 Introduced in chapter 1.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
+import torch.overrides
 from torch.overrides import TorchFunctionMode
 
 
@@ -72,21 +81,69 @@ def _code_objects(target: Any) -> dict[types.CodeType, str]:
     return {}
 
 
+class _Refusals:
+    """What the body tried: the first refused call, which fails the answer even if the
+    answer caught the exception and went on."""
+
+    def __init__(self, write: str) -> None:
+        self.write = write
+        self.first: str | None = None
+        self.armed = True  # off while the block restores the hook it replaced
+
+    def refuse(self, name: str) -> ShortcutTaken:
+        self.first = self.first or name
+        return ShortcutTaken(_message(self.write, name))
+
+
 class _RefuseTorch(TorchFunctionMode):
-    def __init__(self, refused: dict[Any, str], write: str) -> None:
+    def __init__(self, refused: dict[Any, str], refusals: _Refusals) -> None:
         super().__init__()
         self.refused = refused
-        self.write = write
+        self.refusals = refusals
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = self.refused.get(func)
         if name is not None:
-            raise ShortcutTaken(_message(self.write, name))
+            raise self.refusals.refuse(name)
         return func(*args, **(kwargs or {}))
 
 
 def _message(write: str, name: str) -> str:
     return f"this exercise asks you to write {write} yourself, but your answer called {name}"
+
+
+def _escapes() -> tuple[dict[Any, str], dict[types.CodeType, str]]:
+    """What would switch the refusals off: replacing the profiling hook, or starting a thread
+    (each thread has its own hook). Built-ins are seen when called ("c_call"), Python
+    functions by their code. (Leaving torch's function modes is caught apart: torch itself
+    pops and pushes modes while it runs one.)"""
+    builtins = {
+        sys.setprofile: "sys.setprofile",
+        sys.settrace: "sys.settrace",
+        _thread.start_new_thread: "a new thread",
+    }
+    if (function := getattr(_thread, "start_joinable_thread", None)) is not None:
+        builtins[function] = "a new thread"
+    codes = {}
+    for name in ("setprofile", "settrace"):
+        if (function := getattr(threading, name, None)) is not None:
+            codes[function.__code__] = f"threading.{name}"
+    return builtins, codes
+
+
+def _mode_active(mode: TorchFunctionMode) -> bool:
+    stack = getattr(torch.overrides, "_get_current_function_mode_stack", None)
+    return stack is None or any(entry is mode for entry in stack())
+
+
+_DISABLERS = tuple(
+    kind
+    for kind in (
+        getattr(torch._C, "DisableTorchFunction", None),
+        getattr(torch._C, "DisableTorchFunctionSubclass", None),
+    )
+    if isinstance(kind, type)
+)
 
 
 @contextlib.contextmanager
@@ -120,17 +177,36 @@ def refusing(*shortcuts: Callable[..., Any] | type, write: str) -> Iterator[None
         if not isinstance(shortcut, type):
             # A Python function that torch dispatches (F.softmax) is refused both ways.
             torch_functions[shortcut] = _display_name(shortcut)
+    refusals = _Refusals(write)
+    escapes, escape_codes = _escapes()
+    codes.update(escape_codes)
     previous = sys.getprofile()
 
     def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+        if not refusals.armed:
+            return
         if event == "call" and frame.f_code in codes:
-            raise ShortcutTaken(_message(write, codes[frame.f_code]))
+            raise refusals.refuse(codes[frame.f_code])
+        if event == "c_call":
+            if arg in escapes:
+                raise refusals.refuse(escapes[arg])
+            if isinstance(getattr(arg, "__self__", None), _DISABLERS):
+                raise refusals.refuse("torch._C.DisableTorchFunction")
         if previous is not None:
             previous(frame, event, arg)
 
+    mode = _RefuseTorch(torch_functions, refusals)
     sys.setprofile(profile)
     try:
-        with _RefuseTorch(torch_functions, write):
+        with mode:
             yield
+            hooked = sys.getprofile() is profile and _mode_active(mode)
     finally:
+        refusals.armed = False
         sys.setprofile(previous)
+    # Reached only when the body returned: an answer that caught a refusal and went on, or
+    # that removed the hook, still took the shortcut.
+    if refusals.first is not None:
+        raise ShortcutTaken(_message(write, refusals.first))
+    if not hooked:
+        raise ShortcutTaken(_message(write, "something that removed the check's hooks"))
