@@ -158,16 +158,20 @@ def test_query_path_scales_the_scores_by_the_key_size() -> None:
 def test_attention_matrices_frame_the_query_row_in_every_block() -> None:
     fig = diagrams.draw_attention_matrices(inputs(), TOKENS, query=5)
     texts = all_texts(fig)
-    assert texts.count("(6, 3)") == 2 and texts.count("(6, 6)") == 2
+    assert sum("(6, 3)" in text for text in texts) == 2  # X and Z, named with their shapes
+    assert sum("(6, 6)" in text for text in texts) == 2  # the scores and the weights
     frames = [
         patch
         for patch in fig.axes[0].patches
         if to_hex(patch.get_edgecolor()) == to_hex(ROLE_COLOURS["query"])
     ]
     assert len(frames) == 4
-    # Every frame sits on the bottom row, row 5 of the six: as low as any cell.
+    # Every frame sits on the bottom row, row 5 of the six, of its block: the weights and Z
+    # (the lower pair) as low as any cell, X and the scores (the upper pair) level.
     lowest = min(patch.get_y() for patch in fig.axes[0].patches if isinstance(patch, Rectangle))
-    assert [frame.get_y() for frame in frames] == pytest.approx([lowest] * 4)
+    heights = sorted(frame.get_y() for frame in frames)
+    assert heights[:2] == pytest.approx([lowest] * 2)
+    assert heights[2] == pytest.approx(heights[3]) and heights[2] > lowest + 6 * 0.2
 
 
 def test_projections_label_every_block_with_its_shape() -> None:

@@ -82,6 +82,15 @@ def test_step_context_refuses_the_copied_row_the_package_and_matrix_products() -
     assert "einsum" in reasons("ch1-ex-step-context", einsum)
 
 
+def test_step_context_asks_for_no_matrix_product_and_nothing_more() -> None:
+    # The exercise says "without matrix products"; loops are one way, elementwise products
+    # and sums another, and torch.softmax is allowed (the chapter uses it).
+    def elementwise(x, i):
+        return (torch.softmax((x * x[i]).sum(-1), 0)[:, None] * x).sum(0)
+
+    assert full_marks("ch1-ex-step-context", {"context_vector": elementwise})
+
+
 def test_step_context_names_common_mistakes() -> None:
     def weights_only(x, i):
         return by_hand_softmax(torch.stack([torch.dot(x[i], row) for row in x]))
@@ -131,6 +140,9 @@ def test_temperature_refuses_every_ready_made_softmax() -> None:
         lambda s, t: torch.nn.functional.softmax(s / t, dim=-1),
         lambda s, t: torch.log_softmax(s / t, dim=-1).exp(),
         lambda s, t: softmax_stable(s / t),
+        # A ready-made stable softmax in all but name.
+        lambda s, t: torch.exp(s / t - torch.logsumexp(s / t, -1, keepdim=True)),
+        lambda s, t: torch.exp(s / t - (s / t).logsumexp(-1, keepdim=True)),
     ):
         assert "ShortcutTaken" in reasons("ch1-ex-temperature", {"softmax_temperature": lazy})
 
@@ -167,6 +179,16 @@ def test_temperature_hidden_catches_a_hard_coded_dimension() -> None:
     label = "ch1-ex-temperature"
     assert run_checks(label, {"softmax_temperature": dim_1}).passed
     assert not run_checks(label, {"softmax_temperature": dim_1}, hidden=True).passed
+
+
+def test_temperature_hidden_catches_one_maximum_for_the_whole_tensor() -> None:
+    def global_max(s, t):  # stable only while every row is near the largest score
+        e = torch.exp(s / t - (s / t).max())
+        return e / e.sum(dim=-1, keepdim=True)
+
+    label = "ch1-ex-temperature"
+    assert run_checks(label, {"softmax_temperature": global_max}).passed  # public
+    assert "rounded to 0" in reasons(label, {"softmax_temperature": global_max})
 
 
 # ch1-ex-rows-columns -------------------------------------------------------------------------
@@ -208,6 +230,30 @@ def test_rows_columns_refuses_copied_values_row_sums_and_the_package() -> None:
     assert "ShortcutTaken" in reasons(label, {"attention_received": package})
 
 
+def test_rows_columns_refuses_ready_made_weights() -> None:
+    def page_code(x):  # the chapter's own line, summed over the columns
+        return torch.softmax(x @ x.T, -1).sum(0)
+
+    def sdpa(x):  # identity values: the output is the weight matrix
+        eye = torch.eye(x.shape[0], dtype=x.dtype)
+        return torch.nn.functional.scaled_dot_product_attention(x, x, eye, scale=1).sum(0)
+
+    def module(x):  # one head, queries scaled by sqrt(d) against its 1 / sqrt(d)
+        d = x.shape[1]
+        mha = torch.nn.MultiheadAttention(d, 1, bias=False)
+        eye = torch.eye(d)
+        with torch.no_grad():
+            mha.in_proj_weight.copy_(torch.cat([eye * d**0.5, eye, eye]))
+        return mha(x, x, x, need_weights=True)[1].sum(0).detach()
+
+    label = "ch1-ex-rows-columns"
+    x = torch.rand(5, 3)
+    expected = by_hand_softmax(x @ x.T).sum(0)
+    for lazy in (page_code, sdpa, module):
+        assert torch.allclose(lazy(x), expected, atol=1e-5)  # right, outside the check
+        assert "ShortcutTaken" in reasons(label, {"attention_received": lazy})
+
+
 # ch1-ex-self ---------------------------------------------------------------------------------
 
 
@@ -236,3 +282,11 @@ def test_self_refuses_the_page_answer_columns_and_self() -> None:
     assert "each column" in reasons(label, {"favourites": columns})
     itself = {"favourites": lambda x: list(range(x.shape[0]))}
     assert "picked itself" in reasons(label, itself)
+
+
+def test_self_refuses_the_package() -> None:
+    def package(x):
+        return simplified_attention(x, return_weights=True)[1].argmax(-1).tolist()
+
+    assert package(INPUTS) == [0, 1, 1, 1, 2, 1]  # right, outside the check
+    assert "ShortcutTaken" in reasons("ch1-ex-self", {"favourites": package})

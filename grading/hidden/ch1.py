@@ -17,6 +17,7 @@ from attention_from_scratch.exercises.ch1 import (
     assert_softmax_temperature,
     run_attention_received,
     run_context_vector,
+    run_favourites,
     run_softmax_temperature,
 )
 
@@ -44,15 +45,18 @@ temperature = get_exercise("ch1-ex-temperature")
 
 @temperature.check(
     points=1,
-    hint="Try T = 0.001 and T = 1000, a single row of scores and a batch of matrices: the "
-    "weights must follow the last dimension and never overflow.",
+    hint="Try T = 0.001 and T = 1000, a single row of scores, a batch of matrices, and rows "
+    "whose scores differ by hundreds: the weights must follow the last dimension and never "
+    "overflow or vanish.",
     hidden=True,
 )
 def softmax_temperature_extremes(softmax_temperature):
     generator = torch.Generator().manual_seed(212)
     row = torch.rand(6, generator=generator) + 1  # (t,), scores between 1 and 2
     batch = torch.randn(2, 3, 4, generator=generator, dtype=torch.float64)  # (b, t, t)
-    for scores, t in ((row, 0.001), (row, 1000.0), (batch, 0.7)):
+    # Rows hundreds apart: one maximum for the whole tensor leaves the low rows all 0 (0 / 0).
+    apart = torch.rand(2, 3, 5, generator=generator) + torch.tensor([0.0, -300.0, 200.0])[:, None]
+    for scores, t in ((row, 0.001), (row, 1000.0), (batch, 0.7), (apart, 0.05)):
         got = run_softmax_temperature(softmax_temperature, scores, t)
         assert_softmax_temperature(got, scores, t)
 
@@ -85,4 +89,4 @@ def favourites_of_other_sentences(favourites):
     own = 2 * torch.eye(4)
     longer = _inputs(412, 5, 2) * torch.linspace(2.0, 0.5, 5)[:, None]
     for x in (one_token, own, longer):
-        assert_favourites(favourites(x.clone()), x)
+        assert_favourites(run_favourites(favourites, x), x)

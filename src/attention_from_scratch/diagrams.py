@@ -141,14 +141,24 @@ def _block(
     *,
     numbers: bool = False,
     scale: float | None = None,
+    cmap: str | None = None,
 ) -> tuple[float, float]:
-    """Draw a matrix as cells whose shade grows with ``|value|``; return (width, height)."""
+    """Draw a matrix as cells whose shade grows with ``|value|``; return (width, height).
+
+    With ``cmap`` (scores and weights, which have no role colour: ``"viridis"``) the cells
+    take that colour map on 0 to ``scale`` instead of shades of ``colour``.
+    """
     rows, cols = values.shape
     scale = scale or float(values.abs().max()) or 1.0
+    colour_map = plt.get_cmap(cmap) if cmap else None
     for i in range(rows):
         for j in range(cols):
             value = float(values[i, j])
-            face = _tint(colour, 0.12 + 0.78 * min(abs(value) / scale, 1.0))
+            share = min(abs(value) / scale, 1.0)
+            if colour_map is not None:
+                face = tuple(colour_map(share)[:3])
+            else:
+                face = _tint(colour, 0.12 + 0.78 * share)
             _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.8)
             if numbers:
                 _cell_text(
@@ -454,10 +464,13 @@ def draw_attention_matrices(
 ) -> Figure:
     """Draw simplified attention for every token at once: ``Z = softmax(X X^T) X``.
 
-    Four blocks from left to right: the inputs ``X``, the scores ``omega = X X^T``, the
-    weights ``alpha`` (softmax of each row) and the context vectors ``Z = alpha X``, each
-    shaded by magnitude and labelled with its shape. Row ``query`` is framed in blue in
-    every block: it is the one-query computation of :func:`draw_context_vector`.
+    Four blocks in a U, narrow enough for a phone: the inputs ``X`` and, to their right, the
+    scores ``omega = X X^T``; below the scores the weights ``alpha`` (softmax of each row),
+    and to their left the context vectors ``Z = alpha X``. Each block is labelled with its
+    shape; ``X`` and ``Z`` are shaded in their role colours by magnitude, the scores and
+    weights, which have no role colour, in the heatmap colours (viridis), the scores from 0
+    to their largest magnitude and the weights from 0 to 1. Row ``query`` is framed in blue
+    in every block: it is the one-query computation of :func:`draw_context_vector`.
 
     Args:
         inputs: the embeddings ``X``, shape ``(t, d_in)``, 1 to 10 tokens and 1 to 8
@@ -485,36 +498,47 @@ def draw_attention_matrices(
     weights = torch.softmax(scores, dim=-1)  # (t, t)
     context = weights @ x  # (t, t) @ (t, d_in) -> (t, d_in)
     longest = max(len(label) for label in labels)
-    label_room = 0.15 + 0.075 * longest
-    arrow_room = 0.75
-    cell = min(0.3, (_WIDTH - 0.2 - label_room - 3 * arrow_room) / (2 * d_in + 2 * t))
-    height = t * cell + 0.95
-    width = label_room + (2 * d_in + 2 * t) * cell + 3 * arrow_room + 0.1
-    blocks = (
-        (x, ROLE_COLOURS["input"], "$X$", "$X X^{\\top}$"),
-        (scores, ROLE_COLOURS["key"], r"scores $\omega$", "softmax\nper row"),
-        (weights, ROLE_COLOURS["value"], r"weights $\alpha$", "@ X"),
-        (context, ROLE_COLOURS["output"], "$Z$", None),
+    label_room = 0.15 + 0.08 * longest
+    arrow_room = 0.9
+    cell = min(0.32, (_WIDTH - 0.2 - label_room - arrow_room) / (d_in + t))
+    block_h = t * cell
+    gap = 0.75  # between the two rows of blocks: the softmax arrow
+    height = 2 * block_h + gap + 0.9
+    width = label_room + (d_in + t) * cell + arrow_room + 0.1
+    right = label_room + d_in * cell + arrow_room  # left edge of the scores and weights
+    upper, lower = height - 0.4, height - 0.4 - block_h - gap  # tops of the two rows
+    blocks = (  # matrix, left, top, colour, colour map and its scale, name, name above?
+        (x, label_room, upper, ROLE_COLOURS["input"], None, None, "$X$", True),
+        (scores, right, upper, "", "viridis", None, r"scores $\omega$", True),
+        (weights, right, lower, "", "viridis", 1.0, r"weights $\alpha$", False),
+        (context, label_room, lower, ROLE_COLOURS["output"], None, None, "$Z$", False),
     )
     with _figure(width, height) as (fig, ax):
-        top = height - 0.45
-        for i, label in enumerate(labels):
-            colour = ROLE_COLOURS["query"] if i == query else "black"
-            _text(ax, label_room - 0.05, top - (i + 0.5) * cell, label, ha="right", color=colour)
-        left = label_room
-        for matrix, colour, name, step in blocks:
-            w, h = _block(ax, left, top, matrix, cell, colour)
+        for top in (upper, lower):
+            for i, label in enumerate(labels):
+                colour = ROLE_COLOURS["query"] if i == query else "black"
+                y = top - (i + 0.5) * cell
+                _text(ax, label_room - 0.05, y, label, ha="right", color=colour)
+        for matrix, left, top, colour, cmap, scale, name, above in blocks:
+            w, h = _block(ax, left, top, matrix, cell, colour, scale=scale, cmap=cmap)
             row = (left, top - (query + 1) * cell)  # the query's row, framed
+            ax.add_patch(Rectangle(row, w, cell, fill=False, lw=3.6, edgecolor="white"))
             ax.add_patch(
                 Rectangle(row, w, cell, fill=False, lw=2.2, edgecolor=ROLE_COLOURS["query"])
             )
-            _text(ax, left + w / 2, top + 0.08, name, va="bottom", size=_LABEL_PT)
-            _text(ax, left + w / 2, top - h - 0.08, str(tuple(matrix.shape)), va="top")
-            left += w
-            if step is not None:
-                _arrow(ax, (left + 0.08, top - h / 2), (left + arrow_room - 0.08, top - h / 2))
-                _text(ax, left + arrow_room / 2, top - h / 2 + 0.08, step, va="bottom")
-                left += arrow_room
+            caption = f"{name} {tuple(matrix.shape)}"
+            y, va = (top + 0.08, "bottom") if above else (top - h - 0.08, "top")
+            _text(ax, left + w / 2, y, caption, va=va, size=_LABEL_PT)
+        middle = upper - block_h / 2  # X X^T: from X to the scores
+        x_end = label_room + d_in * cell
+        _arrow(ax, (x_end + 0.08, middle), (right - 0.08, middle))
+        _text(ax, (x_end + right) / 2, middle + 0.08, "$X X^{\\top}$", va="bottom")
+        centre = right + t * cell / 2  # softmax: from the scores down to the weights
+        _arrow(ax, (centre, upper - block_h - 0.06), (centre, lower + 0.06))
+        _text(ax, centre - 0.1, lower + gap / 2, "softmax\nper row", ha="right")
+        middle = lower - block_h / 2  # @ X: from the weights back to Z
+        _arrow(ax, (right - 0.08, middle), (x_end + 0.08, middle))
+        _text(ax, (x_end + right) / 2, middle + 0.08, "@ X", va="bottom")
     return fig
 
 

@@ -61,6 +61,15 @@ SOFTMAXES = (
     softmax_stable,
 )
 PACKAGE_ATTENTION = (simplified_attention, simplified_attention_loop)
+# Every ready-made way to attention weights: the package's, torch's fused kernel and module.
+ATTENTION = (
+    *PACKAGE_ATTENTION,
+    F.scaled_dot_product_attention,
+    F.multi_head_attention_forward,
+    torch.nn.MultiheadAttention,
+)
+# A softmax in all but name: exp(x - logsumexp(x)).
+LOGSUMEXPS = (torch.logsumexp, torch.Tensor.logsumexp, torch.special.logsumexp)
 
 
 def _inputs(seed: int, t: int, d_in: int, scale: float = 1.0, **kwargs: Any) -> torch.Tensor:
@@ -89,7 +98,9 @@ step_context = Exercise("ch1-ex-step-context", chapter=1)
 def run_context_vector(context_vector: Callable[..., Any], x: torch.Tensor, i: int) -> Any:
     """Call the learner's ``context_vector`` with matrix products and the package refused."""
     with refusing(
-        *MATRIX_PRODUCTS, *PACKAGE_ATTENTION, write="the scores and the weighted sum as loops"
+        *MATRIX_PRODUCTS,
+        *PACKAGE_ATTENTION,
+        write="the scores and the weighted sum without matrix products",
     ):
         return context_vector(x.clone(), i)
 
@@ -136,9 +147,12 @@ shift = Exercise(
     "ch1-ex-shift",
     chapter=1,
     manual_points=2,
-    rubric="1 point: shifting every score by c leaves the weights unchanged because e^c "
-    "cancels between numerator and denominator. 1 point: multiplying changes the "
-    "differences between scores, so the weights sharpen (factor > 1) or flatten (< 1).",
+    rubric="1 point: dividing by the sum changes under a shift, (w_j + c) / (sum w + t c): "
+    "the weights tend to the uniform 1/t as c grows, and explode and change sign where the "
+    "denominator crosses 0 (c near minus the mean score, about -1.1 here). 1 point: a "
+    "constant per row leaves the row-wise softmax unchanged (e^(c_i) cancels within row i); "
+    "a constant per column changes it (weight j of every row is multiplied by its own "
+    "e^(c_j), which no longer cancels: keys with a large c_j gain).",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -159,7 +173,7 @@ def run_softmax_temperature(
     softmax_temperature: Callable[..., Any], scores: torch.Tensor, t: float
 ) -> Any:
     """Call the learner's ``softmax_temperature`` with every ready-made softmax refused."""
-    with refusing(*SOFTMAXES, write="the softmax"):
+    with refusing(*SOFTMAXES, *LOGSUMEXPS, write="the softmax, from torch.exp"):
         return softmax_temperature(scores.clone(), t)
 
 
@@ -173,7 +187,10 @@ def assert_softmax_temperature(got: object, scores: torch.Tensor, t: float) -> N
     assert got.dtype == scores.dtype, f"expected the scores' dtype {scores.dtype}, got {got.dtype}"
     got = got.detach().cpu()
     if torch.isnan(got).any() or torch.isinf(got).any():
-        raise AssertionError("nan or inf in the weights: the exponentials overflowed")
+        raise AssertionError(
+            "nan or inf in the weights: the exponentials overflowed, or every exponential of "
+            "a slice rounded to 0 (0 / 0)"
+        )
     if scores.dim() > 1 and _close(got, torch.softmax(scores.double() / t, dim=0)):
         raise AssertionError("normalised along dimension 0, not the last dimension")
     if t != 1 and _close(got, torch.softmax(scores.double() * t, dim=-1)):
@@ -212,8 +229,8 @@ rows_columns = Exercise(
 
 
 def run_attention_received(attention_received: Callable[..., Any], x: torch.Tensor) -> Any:
-    """Call the learner's ``attention_received`` with the package's attention refused."""
-    with refusing(*PACKAGE_ATTENTION, write="the attention weights"):
+    """Call the learner's ``attention_received`` with softmaxes and attention refused."""
+    with refusing(*SOFTMAXES, *ATTENTION, write="the attention weights, from torch.exp"):
         return attention_received(x.clone())
 
 
@@ -285,7 +302,13 @@ def favourites_of_any_sentence(favourites):
     # Lengths from 0.5 to 2.0: some tokens attend most to a longer neighbour.
     x = _inputs(404, 8, 3) * torch.linspace(0.5, 2.0, 8)[:, None]  # (t, d_in)
     assert favourites_rows_differ_from_self(x)
-    assert_favourites(favourites(x.clone()), x)
+    assert_favourites(run_favourites(favourites, x), x)
+
+
+def run_favourites(favourites: Callable[..., Any], x: torch.Tensor) -> Any:
+    """Call the learner's ``favourites`` with ready-made attention refused."""
+    with refusing(*ATTENTION, write="the scores or the weights"):
+        return favourites(x.clone())
 
 
 def favourites_rows_differ_from_self(x: torch.Tensor) -> bool:
