@@ -87,6 +87,48 @@ def test_v2_into_v1_that_edits_v2_fails() -> None:
     assert "leave v2 as it was" in reasons("ch2-ex-v2-into-v1", {"v2_into_v1": overwrite_v2})
 
 
+NAMES = ("W_query", "W_key", "W_value")
+
+
+def test_v2_into_v1_sharing_v2s_memory_fails() -> None:
+    # Both compute the right function, but a training step on v1 would change v2.
+    def as_parameter(v2):
+        v1 = SelfAttentionV1(v2.d_in, v2.d_out)
+        for name in NAMES:
+            setattr(v1, name, nn.Parameter(getattr(v2, name).weight.T))
+        return v1
+
+    def through_data(v2):
+        v1 = SelfAttentionV1(v2.d_in, v2.d_out)
+        for name in NAMES:
+            getattr(v1, name).data = getattr(v2, name).weight.data.T
+        return v1
+
+    for answer in (as_parameter, through_data):
+        assert "shares memory with v2" in reasons("ch2-ex-v2-into-v1", {"v2_into_v1": answer})
+
+
+def test_v2_into_v1_switching_off_gradients_fails() -> None:
+    # requires_grad_(False) in place of torch.no_grad() freezes v2 (and maybe v1).
+    def frozen_v2(v2):
+        v2.requires_grad_(False)
+        v1 = SelfAttentionV1(v2.d_in, v2.d_out)
+        for name in NAMES:
+            setattr(v1, name, nn.Parameter(getattr(v2, name).weight.T.clone()))
+        return v1
+
+    def frozen_v1(v2):
+        v1 = SelfAttentionV1(v2.d_in, v2.d_out).requires_grad_(False)
+        for name in NAMES:
+            getattr(v1, name).copy_(getattr(v2, name).weight.detach().T)
+        return v1
+
+    why = reasons("ch2-ex-v2-into-v1", {"v2_into_v1": frozen_v2})
+    assert "switched off gradients of the module it was given" in why
+    why = reasons("ch2-ex-v2-into-v1", {"v2_into_v1": frozen_v1})
+    assert "must be trainable" in why
+
+
 def test_v2_into_v1_hard_coded_to_the_page_sizes_fails() -> None:
     def page_sizes(v2):
         v1 = SelfAttentionV1(3, 2)
@@ -260,6 +302,17 @@ def test_tied_attention_ignoring_the_bias_fails_the_hidden_check() -> None:
 )
 def test_tied_attention_common_mistakes_are_named(answer, message) -> None:
     assert message in reasons("ch2-ex-symmetric", {"tied_attention": answer})
+
+
+def test_tied_attention_without_scaling_is_named_by_every_failing_check() -> None:
+    def unscaled(x, layer):
+        scores = layer(x) @ layer(x).T
+        return scores, torch.softmax(scores, dim=-1)
+
+    result = run_checks("ch2-ex-symmetric", {"tied_attention": unscaled}, hidden=True)
+    failed = [c for c in result.checks if not c.passed]
+    assert [c.hidden for c in failed] == [False, True]
+    assert all("not divided by sqrt(d_k)" in c.reason for c in failed)
 
 
 # --- ch2-ex-sigma ---------------------------------------------------------------------------

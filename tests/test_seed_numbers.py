@@ -474,7 +474,11 @@ SEED_002_OUTPUT = [[-0.7802, -1.8837], [-0.9534, -2.3194], [-0.4130, -0.9592]]
 
 
 def _seed_002_module() -> afs.SelfAttentionV2:
-    """Draw the seed's three layers in its order (query, VALUE, key) and copy them in."""
+    """Draw three layers in the order query, VALUE, key and copy them in.
+
+    Chapter 2 shows that this order of creation, not the module's own, changes every number
+    after the queries; ``test_seed_002_in_the_modules_order`` checks the module's own order.
+    """
     torch.manual_seed(42)
     w_q = nn.Linear(2, 2, bias=False)
     w_v = nn.Linear(2, 2, bias=False)
@@ -517,6 +521,21 @@ def test_seed_002_step_by_step() -> None:
     assert_printed(weights, PERCENTS)
     torch.testing.assert_close(out, by_hand)
     torch.testing.assert_close(weights, percents)
+
+
+# Built straight after the seed, the module creates its layers in the order query, key, value:
+# its key layer takes the second draw, which the order above gives to the value layer.
+SEED_002_MODULE_ORDER_OUTPUT = [[1.0100, 1.0641], [0.2040, 0.7057], [3.4989, 2.2427]]
+
+
+def test_seed_002_in_the_modules_order() -> None:
+    torch.manual_seed(42)
+    module = afs.SelfAttentionV2(2, 2)
+    assert_printed(module.W_query.weight.T, W_Q_T)
+    assert_printed(module.W_key.weight.T, W_V_T)
+    assert_printed(module.W_value.weight.T, W_K_T)
+    with torch.no_grad():
+        assert_printed(module(torch.tensor(ENCODINGS)), SEED_002_MODULE_ORDER_OUTPUT)
 
 
 # ---------------------------------------------------------------------------------------------

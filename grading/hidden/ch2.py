@@ -70,8 +70,14 @@ def a_layer_with_a_bias(tied_attention):
     (scores, weights), (expected_scores, expected_weights) = _tied_result(
         tied_attention, 5, 4, 2, bias=True, seed=3033
     )
-    assert torch.allclose(scores, expected_scores, atol=1e-4)
-    assert torch.allclose(weights, expected_weights, atol=1e-5)
+    assert torch.allclose(scores, expected_scores, atol=1e-4), (
+        "wrong scores for a layer with a bias: use the layer's outputs, bias included"
+    )
+    if torch.allclose(weights, torch.softmax(expected_scores, dim=-1), atol=1e-5):
+        raise AssertionError("the scores are not divided by sqrt(d_k) before the softmax")
+    assert torch.allclose(weights, expected_weights, atol=1e-5), (
+        "wrong weights for a layer with a bias"
+    )
 
 
 sigma = get_exercise("ch2-ex-sigma")

@@ -46,7 +46,7 @@ def _check_v2_into_v1(v2_into_v1: object, d_in: int, d_out: int, seed: int, x_sh
     x = _draw(torch.Generator().manual_seed(seed + 1), *x_shape)
     with torch.no_grad():
         expected = v2(x)  # the check's own reference, before the answer runs
-        v1 = v2_into_v1(v2)
+    v1 = v2_into_v1(v2)  # as the learner's notebook runs it, autograd recording
     assert type(v1) is SelfAttentionV1, (
         f"v2_into_v1 returned {type(v1).__name__}, expected a new SelfAttentionV1"
     )
@@ -54,6 +54,12 @@ def _check_v2_into_v1(v2_into_v1: object, d_in: int, d_out: int, seed: int, x_sh
         assert torch.equal(getattr(v2, name).weight.detach(), weight), (
             "v2_into_v1 changed the module it was given; leave v2 as it was"
         )
+    assert all(p.requires_grad for p in v2.parameters()), (
+        "v2_into_v1 switched off gradients of the module it was given; leave v2 as it was"
+    )
+    assert all(p.requires_grad for p in v1.parameters()), (
+        "the new SelfAttentionV1 must be trainable: its parameters must require gradients"
+    )
     for name, weight in stored.items():
         got = getattr(v1, name).detach().cpu()
         if got.shape == weight.shape and torch.allclose(got, weight) and d_in == d_out:
@@ -66,6 +72,15 @@ def _check_v2_into_v1(v2_into_v1: object, d_in: int, d_out: int, seed: int, x_sh
     with torch.no_grad():
         got = v1.cpu()(x)
     assert torch.allclose(answer_tensor(got, tuple(expected.shape)), expected, atol=1e-5)
+    # A training step on v1 must leave v2 alone: the weights are copied, not shared.
+    with torch.no_grad():
+        for parameter in v1.parameters():
+            parameter.add_(1.0)
+    for name, weight in stored.items():
+        assert torch.equal(getattr(v2, name).weight.detach().cpu(), weight.cpu()), (
+            f"{name} of the SelfAttentionV1 shares memory with v2, so changing one (a "
+            "training step) changes the other; copy the numbers instead"
+        )
 
 
 v2_into_v1 = Exercise("ch2-ex-v2-into-v1", chapter=2)
