@@ -193,12 +193,13 @@ def arrows(fig: Figure, colour: str) -> list[FancyArrowPatch]:
 def test_causal_graph_draws_an_arc_per_allowed_and_forbidden_pair() -> None:
     fig = diagrams.draw_causal_graph(afs.causal_mask(6), TOKENS)
     # 6 tokens: 15 pairs j < i and 6 self-loops are allowed, 15 pairs j > i forbidden.
-    assert len(arrows(fig, to_hex(ROLE_COLOURS["key"]))) == 21
+    # Allowed edges carry messages, which are values: green.
+    assert len(arrows(fig, to_hex(ROLE_COLOURS["value"]))) == 21
     assert len(arrows(fig, to_hex(ROLE_COLOURS["mask"]))) == 15
     assert all_texts(fig).count("×") == 15
     # No mask at all: every pair may talk.
     open_fig = diagrams.draw_causal_graph(torch.zeros(4, 4, dtype=torch.bool))
-    assert len(arrows(open_fig, to_hex(ROLE_COLOURS["key"]))) == 16
+    assert len(arrows(open_fig, to_hex(ROLE_COLOURS["value"]))) == 16
     assert arrows(open_fig, to_hex(ROLE_COLOURS["mask"])) == []
 
 

@@ -256,3 +256,75 @@ def test_a_loose_tolerance_misses_the_small_leak() -> None:
         "ch3-ex-causality-test", {**CORRECT["ch3-ex-causality-test"], "changed_rows": loose}
     ).passed
     assert "small_leak" in failing("ch3-ex-causality-test", {"changed_rows": loose})
+
+
+def test_a_guarded_division_in_the_dropped_row_earns_full_marks() -> None:
+    def guarded(masked, keep):  # 0, not nan, in a row that lost every visible weight
+        dropped = masked * keep
+        return dropped / (dropped.sum(dim=-1, keepdim=True) + 1e-12)
+
+    def nan_to_zero(masked, keep):
+        return drop_then_renormalise(masked, keep).nan_to_num(0.0)
+
+    for answer in (guarded, nan_to_zero):
+        namespace = {**CORRECT["ch3-ex-dropout-order"], "drop_then_renormalise": answer}
+        result = grade("ch3-ex-dropout-order", namespace)
+        assert result.earned == result.possible, reasons(result)
+
+    def ones_in_empty_rows(masked, keep):  # neither nan nor 0 where the row lost everything
+        return drop_then_renormalise(masked, keep).nan_to_num(1.0)
+
+    empty = failing("ch3-ex-dropout-order", {"drop_then_renormalise": ones_in_empty_rows})
+    assert "0 / 0" in empty
+
+
+def test_torch_masked_softmax_is_refused() -> None:
+    def library(scores, hide):
+        return torch.masked.softmax(scores, -1, mask=~hide).nan_to_num(0.0)
+
+    def library_log(scores, hide):
+        return torch.masked.log_softmax(scores, -1, mask=~hide).exp().nan_to_num(0.0)
+
+    for answer in (library, library_log):
+        result = grade("ch3-ex-all-masked", {"masked_softmax": answer})
+        assert result.earned == 0, reasons(result)
+        assert "yourself" in reasons(result)
+
+
+def test_aten_dropout_operators_are_refused() -> None:
+    aten = torch.ops.aten
+
+    def seeded(op):
+        def answer(x, p, generator):
+            seed = int(torch.randint(2**31, (1,), generator=generator))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                out = op(x, p)
+            return out[0] if isinstance(out, tuple) else out
+
+        return answer
+
+    for op in (
+        lambda x, p: aten.dropout(x, p, True),
+        lambda x, p: aten.dropout.default(x, p, True),
+        lambda x, p: aten.native_dropout(x, p, True),
+        lambda x, p: aten.native_dropout.default(x, p, True),
+        lambda x, p: torch.dropout_(x.clone(), p, True),
+        lambda x, p: torch.nn.functional.dropout1d(x.unsqueeze(0), p)[0],
+    ):
+        result = grade("ch3-ex-dropout-rate", {"my_dropout": seeded(op)})
+        assert result.earned == 0, reasons(result)
+        assert "yourself" in reasons(result)
+    lazy = seeded(lambda x, p: aten.dropout(x, p, True))
+    named = reasons(grade("ch3-ex-dropout-rate", {"my_dropout": lazy}))
+    assert "torch.ops.aten.dropout" in named and "pybind" not in named
+
+
+def test_a_window_mask_from_triangles_earns_full_marks() -> None:
+    def triangles(t, window):  # torch.triu and torch.tril are allowed; causal_mask is not
+        ones = torch.ones(t, t, dtype=torch.bool)
+        return torch.triu(ones, 1) | torch.tril(ones, -window - 1)
+
+    namespace = {**CORRECT["ch3-ex-sliding-window"], "window_mask": triangles}
+    result = grade("ch3-ex-sliding-window", namespace)
+    assert result.earned == result.possible, reasons(result)

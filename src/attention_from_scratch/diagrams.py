@@ -674,13 +674,13 @@ def draw_projections(
 
 
 def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -> Figure:
-    """Draw a causal mask beside the directed graph of who may send to whom.
+    """Draw a causal mask above the directed graph of who may send to whom.
 
-    Left, the mask: row ``i`` is the query (the receiver), column ``j`` the key (the sender);
-    hidden entries (``True``) are vermillion with a cross. Right, the tokens as numbered
-    nodes in reading order: an orange arc from ``j`` to ``i`` above the nodes for every pair
-    the mask allows (earlier to later, a loop for ``j = i``), and a dashed vermillion arc
-    below for every pair it forbids (later to earlier).
+    Top, the mask: row ``i`` is the query (the receiver), column ``j`` the key (the sender);
+    hidden entries (``True``) are vermillion with a cross. Below, the tokens as numbered
+    nodes in reading order: a green arc (messages are values) from ``j`` to ``i`` above the
+    nodes for every pair the mask allows (earlier to later, a loop for ``j = i``), and a
+    dashed vermillion arc below for every pair it forbids (later to earlier).
 
     Args:
         mask: a boolean ``(t, t)`` tensor, ``True`` where attention is forbidden (the book's
@@ -688,7 +688,7 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
         tokens: the ``t`` tokens, as strings; numbered when omitted.
 
     Returns:
-        The matplotlib ``Figure``, at most 7 inches wide.
+        The matplotlib ``Figure``, 4.5 inches wide.
 
     Raises:
         TypeError: ``mask`` is not a boolean tensor, or a token is not a string.
@@ -707,80 +707,76 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
         raise ValueError(
             f"mask: expected a square (t, t) mask with t >= 2, got shape {tuple(mask.shape)}"
         )
+    from matplotlib.path import Path  # only this diagram draws a path
+    from matplotlib.transforms import Affine2D
+
     t = mask.shape[0]
     _check_tokens_axis("mask", mask)
     labels = _check_tokens("tokens", tokens, t)
     hidden = mask.detach().cpu()
-    cell = 0.27
-    matrix_width = t * cell + 1.1
-    spacing = min(0.75, (_WIDTH - matrix_width - 0.5) / (t - 1))
-    graph_left = matrix_width + 0.35
-    width = graph_left + (t - 1) * spacing + 0.5
-    height = max(t * cell + 1.3, 3.5)
+    # Stacked, the mask above its graph, so that the figure stays narrow enough to read on a
+    # phone. Edges carry messages, which are values: green; what the mask removes: vermillion.
+    message, cut = ROLE_COLOURS["value"], ROLE_COLOURS["mask"]
+    cell = 0.3
+    width = 4.5
+    spacing = (width - 0.9) / (t - 1)
+    arc = 0.4 * (t - 1) * spacing / 2  # how far the longest arc bends from its chord
+    graph_height = 2 * arc + 1.6
+    height = t * cell + 0.95 + graph_height
     with _figure(width, height) as (fig, ax):
-        top = height - 0.55
-        left = 0.95
+        top = height - 0.45
+        left = (width - t * cell) / 2 + 0.3
         for i in range(t):
             _text(ax, left - 0.06, top - (i + 0.5) * cell, labels[i], ha="right")
             for j in range(t):
                 forbidden = bool(hidden[i, j])
-                face = ROLE_COLOURS["mask"] if forbidden else _tint(ROLE_COLOURS["key"], 0.35)
+                face = cut if forbidden else "#e4e4e4"
                 _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white")
                 if forbidden:
                     _cell_text(ax, left, top, i, j, cell, "×", color="white")
         for j in range(t):
-            _text(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
+            _text(ax, left + (j + 0.5) * cell, top + 0.04, str(j), va="bottom")
         centre, bottom = left + t * cell / 2, top - t * cell
-        _text(ax, centre, top + 0.27, "key j (sender)", va="baseline")
-        _text(ax, centre, bottom - 0.1, "row i: query (receiver)", va="top")
-        _text(
-            ax, centre, bottom - 0.33, "× = True: forbidden", va="top", color=ROLE_COLOURS["mask"]
-        )
-        base = height / 2 + 0.1
-        xs = [graph_left + i * spacing for i in range(t)]
+        _text(ax, centre, top + 0.25, "key j (sender)", va="baseline")
+        _text(ax, centre, bottom - 0.08, "row i: query (receiver); × = forbidden", va="top")
+        base = graph_height - arc - 0.5
+        xs = [0.45 + i * spacing for i in range(t)]
         for i in range(t):
             for j in range(t):
                 allowed = not bool(hidden[i, j])
-                if i == j:  # a loop above the node
+                if i == j:  # a loop on top of the node, with its arrowhead
                     if allowed:
-                        start, end = (xs[i] - 0.07, base + 0.14), (xs[i] + 0.07, base + 0.14)
-                        _arrow(ax, start, end, colour=ROLE_COLOURS["key"], rad=-2.4, lw=1.2)
+                        loop = Path.arc(-55, 235).transformed(
+                            Affine2D().scale(0.12).translate(xs[i], base + 0.23)
+                        )
+                        ax.add_patch(
+                            FancyArrowPatch(
+                                path=loop, arrowstyle="-|>", mutation_scale=9, lw=1.3,
+                                color=message,
+                            )
+                        )  # fmt: skip
                     continue
-                y = base + (0.14 if allowed else -0.42)
+                y = base + (0.14 if allowed else -0.6)  # forbidden: below the labels
+                step = 0.05 if allowed else 0.0  # clear of the loop on the node
                 _arrow(
                     ax,
-                    (xs[j], y),
-                    (xs[i], y),
-                    colour=ROLE_COLOURS["key"] if allowed else ROLE_COLOURS["mask"],
+                    (xs[j] + step, y),
+                    (xs[i] - step, y),
+                    colour=message if allowed else cut,
                     rad=-0.4,
                     lw=1.3 if allowed else 0.9,
                     alpha=0.9 if allowed else 0.55,
                     linestyle="-" if allowed else (0, (3, 2)),
                 )
-        tilt = 30 if spacing < 0.6 else 0
         for i in range(t):
             ax.add_patch(
                 plt.Circle((xs[i], base), 0.13, facecolor="white", edgecolor="black", zorder=3)
             )
             _text(ax, xs[i], base, str(i), zorder=4)
-            _text(ax, xs[i], base - 0.2, labels[i], va="top", rotation=tilt, zorder=4)
+            _text(ax, xs[i], base - 0.2, labels[i], va="top", rotation=30, zorder=4)
         mid = (xs[0] + xs[-1]) / 2
-        _text(
-            ax,
-            mid,
-            height - 0.2,
-            "allowed: earlier → later (and itself)",
-            va="baseline",
-            color="black",
-        )
-        _text(
-            ax,
-            mid,
-            0.12,
-            "forbidden by the mask: later → earlier",
-            va="baseline",
-            color=ROLE_COLOURS["mask"],
-        )
+        _text(ax, mid, base + arc + 0.35, "allowed: earlier → later, and itself", va="baseline")
+        _text(ax, mid, 0.08, "forbidden: later → earlier", va="baseline", color=cut)
     return fig
 
 
@@ -793,7 +789,7 @@ def draw_dropout(
 ) -> Figure:
     """Draw one query's weights before and after dropout, and the value rows they mix.
 
-    Top row: the weights ``alpha_ij`` of one query, as bars with their numbers. Middle row:
+    Top row: the weights ``alpha_ij`` of one query, as grey bars with their numbers. Middle row:
     the same weights after dropout; the zeroed ones are crossed out in vermillion, the kept
     ones are scaled by ``1 / (1 - p)``. Bottom: the value rows ``v^(j)`` in green, faded
     where their weight was dropped, and the context vector as their weighted sum.
@@ -837,9 +833,10 @@ def draw_dropout(
             f"1 / (1 - p) = {1 / (1 - p):.3g}, got values that are not; pass the output of "
             f"nn.Dropout(p) applied to weights"
         )
-    spacing = min(0.95, (_WIDTH - 1.6) / s)
+    spacing = min(0.5, (_WIDTH - 1.6) / s)  # narrow: legible on a phone
     left = 1.45
-    width = left + s * spacing + 0.15
+    width = max(left + s * spacing + 0.15, 4.5)
+    middle = width / 2
     height = 4.1
     bar_height = 0.55
     top_scale = float(dropped.max()) or 1.0
@@ -855,7 +852,7 @@ def draw_dropout(
                 value = float(row[j])
                 zero = row is dropped and not bool(kept[j])
                 bar = max(bar_height * value / top_scale, 0.02)
-                face = _tint(ROLE_COLOURS["value"], 0.55)
+                face = "#8c8c8c"  # weights: neutral grey, no role colour
                 ax.add_patch(
                     Rectangle((centre - spacing * 0.3, base), spacing * 0.6, bar, facecolor=face)
                 )
@@ -865,9 +862,9 @@ def draw_dropout(
                     _text(ax, centre, base + 0.2, "×", size=16, color=ROLE_COLOURS["mask"])
         _text(
             ax,
-            left + s * spacing / 2,
+            middle,
             2.98,
-            rf"each kept weight $\times\,1/(1-p) = {1 / (1 - p):.3g}$; dropped ones are 0",
+            rf"kept weights $\times\,1/(1-p) = {1 / (1 - p):.3g}$; dropped ones are 0",
         )
         for j in range(s):
             centre = left + (j + 0.5) * spacing
@@ -885,15 +882,16 @@ def draw_dropout(
             )
             ink = "white" if alive else "#999999"
             _text(ax, centre, 1.24, f"$v^{{({j})}}$", size=_LABEL_PT, color=ink)
-            _text(ax, centre, 0.98, labels[j], va="top", rotation=30 if spacing < 0.7 else 0)
+            _text(ax, centre, 0.98, labels[j], va="top", ha="right", rotation=40)
             lw, dashes = (1.4, "-") if alive else (0.8, (0, (2, 2)))
             _arrow(ax, (centre, 2.03), (centre, 1.46), lw=lw, colour=edge, linestyle=dashes)
         _text(ax, left - 0.15, 1.24, "value rows", ha="right")
         _text(
             ax,
-            left + s * spacing / 2,
+            middle,
             0.2,
-            r"context vector $z = \sum_j$ (weight after dropout) $\cdot\, v^{(j)}$",
+            "context vector\n"
+            r"$z = \sum_j$ (weight after dropout) $\cdot\, v^{(j)}$",
             size=_LABEL_PT,
             color="black",
         )

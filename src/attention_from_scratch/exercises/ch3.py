@@ -8,13 +8,15 @@ write are refused while the answer runs.
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..causal import CausalAttention, causal_mask
 from ._core import Exercise
-from ._shortcuts import refusing
+from ._shortcuts import ShortcutTaken, refusing
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -148,7 +150,7 @@ def renormalise_first(renormalise_then_drop):
 @dropout_order.check(
     points=1,
     hint="`drop_then_renormalise(masked, keep)` applies dropout's multipliers first, then "
-    "divides each row by its own sum; a row left with no weight stays 0 / 0.",
+    "divides each row by its own sum (of the weights left after dropout).",
 )
 def drop_first(drop_then_renormalise):
     assert callable(drop_then_renormalise), "`drop_then_renormalise` must be a function"
@@ -157,7 +159,17 @@ def drop_first(drop_then_renormalise):
     expected = _renormalise(masked * keep)
     if torch.allclose(out, _renormalise(masked) * keep, atol=1e-5, equal_nan=True):
         raise AssertionError("this is the other order: the renormalising came first")
-    assert torch.allclose(out, expected, atol=1e-5, equal_nan=True), "wrong values"
+    _assert_dropped_first(out, expected)
+
+
+def _assert_dropped_first(out: torch.Tensor, expected: torch.Tensor, atol: float = 1e-5) -> None:
+    """``out`` is ``expected``; a row that lost all its weight (0 / 0) may be nan or 0."""
+    empty = expected.isnan()  # the rows whose every visible weight was dropped
+    assert torch.allclose(out[~empty], expected[~empty], atol=atol), "wrong values"
+    assert (out[empty].isnan() | (out[empty] == 0)).all(), (
+        "a row whose every visible weight was dropped is 0 / 0: it must come out nan "
+        "(or 0, if you guard the division), nothing else"
+    )
 
 
 # ---------------------------------------------------------------------------- all masked
@@ -170,6 +182,10 @@ all_masked = Exercise(
     "-inf - (-inf) = nan), that triu(..., diagonal=0) hides the first token's only key, and "
     "that causal_mask keeps the diagonal visible, so every row keeps a key.",
 )
+
+
+# torch.masked's softmax is the function the exercise asks for; torch.softmax is allowed.
+MASKED_SOFTMAX_SHORTCUTS = (torch.masked.softmax, torch.masked.log_softmax)
 
 
 def _masked_softmax_inputs(seed: int, shape: tuple[int, ...], scale: float):
@@ -187,7 +203,9 @@ def _check_masked_softmax(masked_softmax, shape, scale, seed) -> None:
     assert callable(masked_softmax), "`masked_softmax` must be a function of (scores, hide)"
     scores, hide = _masked_softmax_inputs(seed, shape, scale)
     expected = _masked_weights(scores, hide)
-    out = _as_tensor(masked_softmax(scores.clone(), hide.clone()), shape)
+    with refusing(*MASKED_SOFTMAX_SHORTCUTS, write="the masked softmax"):
+        out = masked_softmax(scores.clone(), hide.clone())
+    out = _as_tensor(out, shape)
     assert not torch.isnan(out).any(), "a row with every key hidden must give zeros, not nan"
     if torch.allclose(out, torch.softmax(scores.masked_fill(hide, 0.0), dim=-1), atol=1e-5):
         raise AssertionError("the hidden scores were filled with 0, not -inf: e^0 = 1")
@@ -217,21 +235,47 @@ dropout_rate = Exercise(
     "entry stays what it was; with p = 0.3 the survivors of a tensor of ones are 1.4286.",
 )
 
+_ATEN_DROPOUTS = (
+    *(
+        getattr(torch.ops.aten, name)
+        for prefix in ("", "feature_", "alpha_", "feature_alpha_")
+        for name in (f"{prefix}dropout", f"{prefix}dropout_")
+    ),
+    torch.ops.aten.native_dropout,
+)
+
 DROPOUT_SHORTCUTS = (
     nn.Dropout,
     F.dropout,
+    F.dropout1d,
+    F.dropout2d,
+    F.dropout3d,
+    F.alpha_dropout,
+    F.feature_alpha_dropout,
     torch.dropout,
+    torch.dropout_,
     torch.native_dropout,
     torch.feature_dropout,
+    torch.feature_dropout_,
     torch.alpha_dropout,
+    torch.alpha_dropout_,
+    torch.feature_alpha_dropout,
+    torch.feature_alpha_dropout_,
+    # torch.ops.aten's dropout operators, each overload too (aten.dropout.default, ...)
+    *_ATEN_DROPOUTS,
+    *(getattr(op, name) for op in _ATEN_DROPOUTS for name in op.overloads()),
 )
 
 
 def _call_dropout(my_dropout, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
     assert callable(my_dropout), "`my_dropout` must be a function of (x, p, generator)"
     given = x.clone()
-    with refusing(*DROPOUT_SHORTCUTS, write="dropout"):
-        out = my_dropout(given, p, _generator(seed))
+    try:
+        with refusing(*DROPOUT_SHORTCUTS, write="dropout"):
+            out = my_dropout(given, p, _generator(seed))
+    except ShortcutTaken as error:  # name an aten operator as a learner would write it
+        message = re.sub(r"torch\._ops\.aten\.\S*?(\w+)$", r"torch.ops.aten.\1", str(error))
+        raise ShortcutTaken(message) from None
     out = _as_tensor(out, tuple(x.shape))
     assert torch.equal(given, x), "`my_dropout` changed its input in place"
     return out
