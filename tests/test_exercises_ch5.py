@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from attention_from_scratch import merge_heads
 from attention_from_scratch.exercises import load_hidden, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,16 +42,19 @@ def sliced_layout(shape, strides, offset, dim, start, step):
     return tuple(new_shape), tuple(new_strides), offset + start * strides[dim]
 
 
-def merge_heads_reshape(x):
-    b, h, t, d_h = x.shape
-    return x.permute(0, 2, 1, 3).reshape(b, t, h * d_h)
+def expanded_strides(shape, strides, new_shape):
+    added = len(new_shape) - len(shape)
+    answer = [0] * added  # a dimension added in front repeats the whole tensor
+    for old_size, old_stride, size in zip(shape, strides, new_shape[added:], strict=True):
+        answer.append(old_stride if size in (-1, old_size) else 0)
+    return tuple(answer)
 
 
 CORRECT = {
     "ch5-ex-permute-strides": {"permuted_layout": permuted_layout},
     "ch5-ex-view-noncontiguous": {"merged_stride": merged_stride},
     "ch5-ex-slice-stride": {"sliced_layout": sliced_layout},
-    "ch5-ex-merge-reshape": {"merge_heads_reshape": merge_heads_reshape},
+    "ch5-ex-expand-strides": {"expanded_strides": expanded_strides},
 }
 
 
@@ -169,32 +172,118 @@ def test_slice_with_a_wrong_count_or_offset_fails() -> None:
     assert points == 0 and "offset" in text
 
 
-def test_merge_refuses_the_package_and_names_the_missing_transpose() -> None:
-    points, possible, text = reasons("ch5-ex-merge-reshape", {"merge_heads_reshape": merge_heads})
+def test_expand_refuses_expanding_a_tensor() -> None:
+    def lazy(shape, strides, new_shape):
+        t = torch.zeros(10_000).as_strided(shape, strides)
+        return t.expand(*new_shape).stride()
+
+    points, possible, text = reasons("ch5-ex-expand-strides", {"expanded_strides": lazy})
     assert points == 0 < possible
-    assert "merge_heads" in text
 
-    def delegated(x):
-        return merge_heads(x)
+    def lazy_broadcast(shape, strides, new_shape):
+        sizes = [s for s in new_shape if s != -1]  # wrong for -1, and refused anyway
+        return torch.broadcast_to(torch.zeros(shape), sizes).stride()
 
-    points, _, _ = reasons("ch5-ex-merge-reshape", {"merge_heads_reshape": delegated})
+    points, _, text = reasons("ch5-ex-expand-strides", {"expanded_strides": lazy_broadcast})
+    assert points == 0 and "broadcast_to" in text
+
+    def lazy_numpy(shape, strides, new_shape):
+        # NumPy's ndarray constructor takes strides (C, not refusable); broadcast_to is
+        # refused.
+        a = np.ndarray(shape, np.int8, buffer=bytearray(10_000), strides=strides)
+        sizes = [
+            old if s == -1 else s for old, s in zip(shape, new_shape[-len(shape) :], strict=True)
+        ]
+        sizes = list(new_shape[: len(new_shape) - len(shape)]) + sizes
+        return tuple(np.broadcast_to(a, sizes).strides)
+
+    points, _, text = reasons("ch5-ex-expand-strides", {"expanded_strides": lazy_numpy})
+    assert points == 0 and "broadcast_to" in text
+
+
+def test_expand_names_the_copy_and_the_grown_dimension_mistakes() -> None:
+    def row_major(shape, strides, new_shape):
+        sizes = list(new_shape[: len(new_shape) - len(shape)])
+        sizes += [
+            old if s == -1 else s for old, s in zip(shape, new_shape[-len(shape) :], strict=True)
+        ]
+        answer = [1] * len(sizes)
+        for k in range(len(sizes) - 2, -1, -1):
+            answer[k] = answer[k + 1] * sizes[k + 1]
+        return tuple(answer)
+
+    def strides_kept(shape, strides, new_shape):
+        return (0,) * (len(new_shape) - len(shape)) + tuple(strides)
+
+    points, _, text = reasons("ch5-ex-expand-strides", {"expanded_strides": row_major})
+    assert points == 0 and "expand copies nothing" in text
+    points, _, text = reasons("ch5-ex-expand-strides", {"expanded_strides": strides_kept})
+    assert points == 0 and "reads the same element at every step" in text
+
+
+def test_expand_without_minus_one_loses_the_hidden_point() -> None:
+    def no_minus_one(shape, strides, new_shape):
+        added = len(new_shape) - len(shape)
+        answer = [0] * added
+        for old_size, old_stride, size in zip(shape, strides, new_shape[added:], strict=True):
+            answer.append(old_stride if size == old_size else 0)
+        return tuple(answer)
+
+    points, possible, text = reasons("ch5-ex-expand-strides", {"expanded_strides": no_minus_one})
+    assert 0 < points < possible
+    assert "-1" in text
+
+
+def test_expand_values_copied_from_the_page_fail() -> None:
+    def printed(shape, strides, new_shape):
+        return (0, 2, 0, 1)
+
+    points, _, _ = reasons("ch5-ex-expand-strides", {"expanded_strides": printed})
     assert points == 0
 
-    def no_transpose(x):
-        b, h, t, d_h = x.shape
-        return x.reshape(b, t, h * d_h)
 
-    points, _, text = reasons("ch5-ex-merge-reshape", {"merge_heads_reshape": no_transpose})
-    assert points == 0 and "without moving them back" in text
+# NumPy's stride tricks read a layout as torch's calls do; they are refused too.
 
 
-def test_merge_that_always_copies_fails() -> None:
-    def always_copies(x):
-        b, h, t, d_h = x.shape
-        return x.transpose(1, 2).clone().reshape(b, t, h * d_h)
+def test_numpy_stride_tricks_are_refused() -> None:
+    def permuted_numpy(shape, strides, order):
+        base = np.zeros(10_000, dtype=np.int8)
+        a = np.lib.stride_tricks.as_strided(base, shape, strides).transpose(order)
+        return tuple(a.shape), tuple(a.strides)
 
-    points, _, text = reasons("ch5-ex-merge-reshape", {"merge_heads_reshape": always_copies})
-    assert points == 0 and "copied the numbers" in text
+    def merged_numpy(shape, strides, k):
+        base = np.zeros(10_000, dtype=np.int8)
+        a = np.lib.stride_tricks.as_strided(base, shape, strides)
+        merged = a.reshape(*shape[:k], -1, *shape[k + 2 :])
+        return merged.strides[k] if np.shares_memory(merged, a) else None
+
+    def sliced_numpy(shape, strides, offset, dim, start, step):
+        base = np.zeros(10_000, dtype=np.int8)
+        a = np.lib.stride_tricks.as_strided(base[offset:], shape, strides)
+        index = [slice(None)] * len(shape)
+        index[dim] = slice(start, None, step)
+        s = a[tuple(index)]
+        first = s.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        return tuple(s.shape), tuple(s.strides), first
+
+    def expanded_numpy(shape, strides, new_shape):
+        base = np.zeros(10_000, dtype=np.int8)
+        a = np.lib.stride_tricks.as_strided(base, shape, strides)
+        sizes = [
+            old if s == -1 else s for old, s in zip(shape, new_shape[-len(shape) :], strict=True)
+        ]
+        sizes = list(new_shape[: len(new_shape) - len(shape)]) + sizes
+        return tuple(np.broadcast_to(a, sizes).strides)
+
+    for label, name, lazy in [
+        ("ch5-ex-permute-strides", "permuted_layout", permuted_numpy),
+        ("ch5-ex-view-noncontiguous", "merged_stride", merged_numpy),
+        ("ch5-ex-slice-stride", "sliced_layout", sliced_numpy),
+        ("ch5-ex-expand-strides", "expanded_strides", expanded_numpy),
+    ]:
+        points, possible, text = reasons(label, {name: lazy})
+        assert points == 0 < possible, label
+        assert "as_strided" in text, label
 
 
 def test_a_correct_answer_may_compute_with_tensors() -> None:

@@ -223,6 +223,14 @@ def test_shares_storage_compares_storages_not_first_elements() -> None:
     assert not afs.shares_storage(torch.arange(6.0), x)
 
 
+def test_shares_storage_is_false_for_empty_storage() -> None:
+    # Every empty allocation has address 0; two of them share no memory.
+    assert torch.empty(0).untyped_storage().data_ptr() == 0
+    assert not afs.shares_storage(torch.empty(0), torch.empty(0))
+    x = torch.arange(4.0)
+    assert afs.shares_storage(x[:0], x)  # an empty view of a real allocation
+
+
 def test_shares_storage_rejects_non_tensors() -> None:
     with pytest.raises(TypeError, match=r"b: expected a torch.Tensor, got list"):
         afs.shares_storage(torch.zeros(2), [0.0, 0.0])

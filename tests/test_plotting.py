@@ -502,7 +502,7 @@ def test_every_text_is_at_least_nine_points(toy_tokens: list[str]) -> None:
         assert fig.get_figwidth() <= 7.0 + 1e-9
 
 
-def test_plot_layout_colours_rows_and_heads_with_the_okabe_ito_palette() -> None:
+def test_plot_layout_greys_rows_and_colours_heads_with_the_okabe_ito_palette() -> None:
     from matplotlib.colors import to_rgb
 
     def tint(colour: str) -> tuple[float, ...]:
@@ -517,16 +517,19 @@ def test_plot_layout_colours_rows_and_heads_with_the_okabe_ito_palette() -> None
     # Okabe and Ito's eight colours, in the order of notation.md's head colours.
     okabe_ito = ["#0072B2", "#CC79A7", "#009E73", "#E69F00"]
     okabe_ito += ["#56B4E9", "#D55E00", "#000000", "#F0E442"]
+    # Rows are told apart by neutral greys: the course's colours mark heads only.
+    greys = [to_rgb(grey) for grey in ("#E6E6E6", "#9E9E9E", "#C7C7C7", "#808080")]
+    assert set(greys).isdisjoint(to_rgb(colour) for colour in okabe_ito)
     x = torch.arange(12.0).view(3, 4)
     top, bottom = layout_panels(afs.plot_layout(x.T))
-    # Row i of x.T reads storage i, i + 4, i + 8: those take row i's colour.
-    assert faces(top) == rounded([tint(okabe_ito[i]) for i in range(4) for _ in range(3)])
-    assert faces(bottom) == rounded([tint(okabe_ito[k % 4]) for k in range(12)])
+    # Row i of x.T reads storage i, i + 4, i + 8: those take row i's grey.
+    assert faces(top) == rounded([greys[i] for i in range(4) for _ in range(3)])
+    assert faces(bottom) == rounded([greys[k % 4] for k in range(12)])
     # Storage that a slice does not read stays white.
     top, bottom = layout_panels(afs.plot_layout(x[1:, 1:3]))
     read = {5: 0, 6: 0, 9: 1, 10: 1}
     white = (1.0, 1.0, 1.0)
-    expected = [tint(okabe_ito[read[k]]) if k in read else white for k in range(12)]
+    expected = [greys[read[k]] if k in read else white for k in range(12)]
     assert faces(bottom) == rounded(expected)
     # With heads=(h, d_h), element k of a (t, h * d_h) storage has its head's colour.
     top, bottom = layout_panels(afs.plot_layout(x[:, 2:], heads=(2, 2)))

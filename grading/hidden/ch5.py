@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from attention_from_scratch.exercises import get_exercise
 from attention_from_scratch.exercises.ch5 import (
+    _check_expanded_strides,
     _check_merged_stride,
     _check_permuted_layout,
     _check_sliced_layout,
-    check_merge,
+    expand_cases,
     merge_cases,
     permute_cases,
     slice_cases,
@@ -16,7 +17,7 @@ from attention_from_scratch.exercises.ch5 import (
 permute_strides = get_exercise("ch5-ex-permute-strides")
 view_noncontiguous = get_exercise("ch5-ex-view-noncontiguous")
 slice_stride = get_exercise("ch5-ex-slice-stride")
-merge_reshape = get_exercise("ch5-ex-merge-reshape")
+expand_strides = get_exercise("ch5-ex-expand-strides")
 
 
 @permute_strides.check(
@@ -50,11 +51,13 @@ def slices_with_long_steps(sliced_layout):
     _check_sliced_layout(sliced_layout, cases)
 
 
-@merge_reshape.check(
+@expand_strides.check(
     points=1,
-    hint="`merge_heads_reshape` must also work for one head and one token.",
+    hint="`expanded_strides` must also handle -1 (keep this size) and more dimensions added "
+    "in front, some of size 1.",
     hidden=True,
 )
-def merges_edge_shapes(merge_heads_reshape):
-    check_merge(merge_heads_reshape, b=2, h=1, t=1, d_h=3, seed=109)
-    check_merge(merge_heads_reshape, b=1, h=4, t=3, d_h=1, seed=113)
+def expands_with_minus_one_and_new_dimensions(expanded_strides):
+    cases = expand_cases(127, 10, max_new=3, minus_one=True)
+    cases.append(((3, 1), (1, 3), (1, 2, -1, 4)))  # a transposed column, repeated
+    _check_expanded_strides(expanded_strides, cases)

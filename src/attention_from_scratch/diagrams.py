@@ -1222,7 +1222,8 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
     storage cell it reads. Between consecutive elements, the jump in storage is written
     below; a contiguous tensor jumps by +1 every time (parallel lines), a transposed one by
     its strides (crossing lines), and ``view`` needs every jump across the merged axes to be
-    the same. Jumps that break the pattern are vermillion.
+    the same. Jumps that break the pattern are bold. Cells are neutral (white storage, light
+    grey reading order): the course's role colours mean nothing here.
 
     Args:
         x: a tensor with two dimensions, at least one element, and at most 16 elements in
@@ -1269,9 +1270,9 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
         _text(ax, width / 2, height - 0.15, title, size=_LABEL_PT)
         top = height - 0.45
         _text(ax, 0.2, top + 0.08, "storage", ha="left", va="bottom")
-        faces = {role: _tint(ROLE_COLOURS[role], 0.3) for role in ("input", "output")}
+        faces = {"storage": "#FFFFFF", "read": "#E6E6E6"}  # neutral: no role is drawn
         for k in range(n):
-            _cell(ax, 0.2, top, 0, k, cell, facecolor=faces["input"], edgecolor="black")
+            _cell(ax, 0.2, top, 0, k, cell, facecolor=faces["storage"], edgecolor="black")
             centre = 0.2 + (k + 0.5) * cell
             _text(ax, centre, top - cell * 0.4, f"{values[k]:g}", size=_CELL_PT)
             _text(ax, centre, top - cell - 0.04, f"[{k}]", va="top", size=_CELL_PT, color="#555555")
@@ -1279,7 +1280,7 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
         title = f"{name} read row by row, as view(-1) must read it"
         _text(ax, 0.2, low + 0.08, title, ha="left", va="bottom")
         for r, k in enumerate(order):
-            _cell(ax, 0.2, low, 0, r, cell, facecolor=faces["output"], edgecolor="black")
+            _cell(ax, 0.2, low, 0, r, cell, facecolor=faces["read"], edgecolor="black")
             _cell_text(ax, 0.2, low, 0, r, cell, f"{values[k]:g}", size=_CELL_PT)
             ax.plot(
                 [0.2 + (k + 0.5) * cell, 0.2 + (r + 0.5) * cell],
@@ -1290,18 +1291,16 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
             )
         expected = jumps[0] if jumps else 1
         for r, jump in enumerate(jumps):
-            colour, weight = (
-                (ROLE_COLOURS["mask"], "bold") if jump != expected else ("black", "normal")
-            )
+            weight = "bold" if jump != expected else "normal"
             x, y = 0.2 + (r + 1) * cell, low - cell - 0.12
-            _text(ax, x, y, f"{jump:+d}", va="top", size=_CELL_PT, color=colour, fontweight=weight)
+            _text(ax, x, y, f"{jump:+d}", va="top", size=_CELL_PT, fontweight=weight)
         verdict = (
             f"every jump is {expected:+d}: one stride covers the flat tensor, view(-1) works"
             if flat
             else f"jumps of {', '.join(f'{j:+d}' for j in sorted(set(jumps)))}: no single "
             "stride reads this order, so view(-1) fails"
         )
-        _text(ax, width / 2, 0.18, verdict, color="black" if flat else ROLE_COLOURS["mask"])
+        _text(ax, width / 2, 0.18, verdict)
     return fig
 
 

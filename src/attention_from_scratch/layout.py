@@ -69,18 +69,20 @@ def describe_layout(x: torch.Tensor) -> Layout:
 
 
 def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` are windows onto the same storage, so that a write through
-    one can change the other.
+    """Whether ``a`` and ``b`` are windows onto the same allocation of memory.
 
     Compares the storages' addresses, not ``data_ptr()``: a view that starts further into the
     storage (a slice, one head of a split) has a different ``data_ptr`` but the same memory.
+    It says nothing about which elements each reads: two heads of one split share a storage,
+    yet a write through one is seen only by views that read that element. Storage of zero
+    bytes holds nothing to share (every empty allocation has address 0), so it gives False.
 
     Args:
         a: any tensor.
         b: any tensor.
 
     Returns:
-        True when both tensors use the same storage.
+        True when both tensors use the same non-empty storage on the same device.
 
     Introduced in chapter 5.
     """
@@ -88,7 +90,10 @@ def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         if not isinstance(x, torch.Tensor):
             got = type(x).__name__
             raise TypeError(f"{name}: expected a torch.Tensor, got {got}")
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    storage_a, storage_b = a.untyped_storage(), b.untyped_storage()
+    if a.device != b.device or 0 in (storage_a.nbytes(), storage_b.nbytes()):
+        return False  # empty storage holds nothing to share
+    return storage_a.data_ptr() == storage_b.data_ptr()
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -44,9 +44,13 @@ _PANEL_ANNOTATE_UP_TO = 8
 # Two columns of panels at least 3 inches wide fit the column; 16 heads make a figure
 # about 25 inches tall, as long as a reader will scroll.
 _HEADS_UP_TO = 16
-# One row of storage cells must fit the column with 9-point indices such as "[15]":
-# 16 cells of about 0.37 inches.
+# One row of storage cells must fit the column with indices such as "[15]": 16 cells of
+# 0.34 inches make 5.6 inches.
 _LAYOUT_UP_TO = 16
+# A layout cell holds two lines of 10-point text; 12 storage cells then make a figure about
+# 4.4 inches wide, which a phone shows at about 90 % (9 points).
+_LAYOUT_CELL_INCHES = 0.34
+_LAYOUT_PT = 10
 # A tick label at 9 points needs about 0.16 inches; above that density only every k-th
 # label is shown, so that labels never overlap.
 _TICK_INCHES = 0.16
@@ -65,6 +69,10 @@ ROLE_COLOURS: dict[str, str] = {
     "mask": "#D55E00",  # vermillion: what a mask or dropout removes
     "cache": "#CC79A7",  # reddish purple: what a KV cache keeps
 }
+# Rows of a layout picture: neutral greys, neighbours far apart in lightness, black text
+# legible on each (the darkest, #808080, gives a 5:1 contrast). The course's colours are
+# kept for roles and heads.
+LAYOUT_ROW_GREYS: tuple[str, ...] = ("#E6E6E6", "#9E9E9E", "#C7C7C7", "#808080")
 # One colour per head (head i takes HEAD_COLOURS[i % 8]), the same eight colours in an order
 # that keeps neighbouring heads far apart.
 HEAD_COLOURS: tuple[str, ...] = (
@@ -453,10 +461,12 @@ def plot_layout(
     storage it reads from. Each cell shows its value (to 3 significant digits) and, underneath,
     the storage index that ``storage_offset + i * stride[0] + j * stride[1]`` gives, so a
     transposed tensor shows the same storage read in a different order. Row ``i`` of the tensor
-    takes a light tint of ``HEAD_COLOURS[i % 8]`` (the Okabe-Ito palette), and so does each
-    storage element it reads; storage the tensor does not read stays white. With ``heads``,
-    every element takes instead the colour of its head, named in a legend. The figure is at
-    most 7 inches wide, with text of at least 9 points.
+    takes the neutral grey ``LAYOUT_ROW_GREYS[i % 4]``, and so does each storage element it
+    reads; storage the tensor does not read stays white. With ``heads``, every element takes
+    instead a light tint of its head's colour (``HEAD_COLOURS``), named in a legend: the
+    course's colours mark heads only. Cells are about a third of an inch wide, the tensor
+    centred above its storage, so that a 12-element storage gives a figure about 4.4 inches
+    wide whose 10-point text stays legible on a phone.
 
     Args:
         x: a tensor with two dimensions, at least one element, and at most 16 elements in it
@@ -499,10 +509,10 @@ def plot_layout(
 
     def colour(k: int) -> str:
         if heads is not None:
-            return HEAD_COLOURS[(k // heads[1]) % heads[0] % len(HEAD_COLOURS)]
+            return _tint(HEAD_COLOURS[(k // heads[1]) % heads[0] % len(HEAD_COLOURS)])
         if k not in read_by:
             return "#FFFFFF"
-        return HEAD_COLOURS[read_by[k] % len(HEAD_COLOURS)]
+        return LAYOUT_ROW_GREYS[read_by[k] % len(LAYOUT_ROW_GREYS)]
 
     n = x.untyped_storage().nbytes() // x.element_size()
     if max(n, rows * cols) > _LAYOUT_UP_TO:
@@ -513,33 +523,33 @@ def plot_layout(
         )
     storage = torch.as_strided(x, (n,), (1,), 0).detach().cpu()
     values = x.detach().cpu()
-    width = max(cols, n)
-    cell = min(0.6, (_COLUMN_INCHES - 1.0) / width)
+    width = max(cols, n, 11)  # 11 cells leave room for the title
+    left = (width - cols) / 2  # the tensor is centred above its storage
     fig, (top, bottom) = plt.subplots(
         2,
         1,
-        figsize=(width * cell + 1.0, rows * cell + 2.2),
-        gridspec_kw={"height_ratios": [rows, 1.3]},
+        figsize=(width * _LAYOUT_CELL_INCHES + 0.2, (rows + 1) * _LAYOUT_CELL_INCHES + 1.1),
+        gridspec_kw={"height_ratios": [rows, 1]},
         layout="constrained",
     )
     try:
         for i in range(rows):
             for j in range(cols):
                 index = offset + i * row_stride + j * col_stride
-                _draw_cell(top, j, rows - 1 - i, values[i, j].item(), index, colour(index))
+                _draw_cell(top, left + j, rows - 1 - i, values[i, j].item(), index, colour(index))
         for k in range(n):
-            _draw_cell(bottom, k, 0, storage[k].item(), k, colour(k))
+            _draw_cell(bottom, (width - n) / 2 + k, 0, storage[k].item(), k, colour(k))
         if heads is not None:
             bottom.legend(
                 handles=[
-                    plt.Rectangle((0, 0), 1, 1, facecolor=_tint(colour(i * heads[1])), ec="black")
+                    plt.Rectangle((0, 0), 1, 1, facecolor=colour(i * heads[1]), ec="black")
                     for i in range(heads[0])
                 ],
                 labels=[f"head {i}" for i in range(heads[0])],
                 loc="upper center",
                 bbox_to_anchor=(0.5, 0.0),
                 ncols=min(heads[0], 4),
-                fontsize=_FONT_PT,
+                fontsize=_LAYOUT_PT,
                 frameon=False,
             )
         for ax, height in ((top, rows), (bottom, 1)):
@@ -550,9 +560,10 @@ def plot_layout(
         top.set_title(
             (f"{title}\n" if title else "")
             + f"shape {tuple(x.shape)}, stride {tuple(x.stride())}, "
-            + ("contiguous" if x.is_contiguous() else "not contiguous")
+            + ("contiguous" if x.is_contiguous() else "not contiguous"),
+            fontsize=_LAYOUT_PT,
         )
-        bottom.set_title("storage (one flat block of memory)", fontsize=_FONT_PT + 1)
+        bottom.set_title("storage (one flat block of memory)", fontsize=_LAYOUT_PT)
     except Exception:
         plt.close(fig)  # a failed call leaves no half-drawn figure behind
         raise
@@ -565,8 +576,10 @@ def _tint(colour: str) -> tuple[float, float, float]:
     return (0.55 + 0.45 * r, 0.55 + 0.45 * g, 0.55 + 0.45 * b)
 
 
-def _draw_cell(ax: Axes, left: int, bottom: int, value: object, index: int, colour: str) -> None:
+def _draw_cell(
+    ax: Axes, left: float, bottom: int, value: object, index: int, colour: object
+) -> None:
     """One cell of a layout picture: its value above, its storage index below."""
-    ax.add_patch(plt.Rectangle((left, bottom), 1, 1, facecolor=_tint(colour), edgecolor="black"))
-    ax.text(left + 0.5, bottom + 0.64, f"{value:.3g}", ha="center", va="center", fontsize=_FONT_PT)
-    ax.text(left + 0.5, bottom + 0.27, f"[{index}]", ha="center", va="center", fontsize=_FONT_PT)
+    ax.add_patch(plt.Rectangle((left, bottom), 1, 1, facecolor=colour, edgecolor="black"))
+    ax.text(left + 0.5, bottom + 0.7, f"{value:.3g}", ha="center", va="center", fontsize=_LAYOUT_PT)
+    ax.text(left + 0.5, bottom + 0.28, f"[{index}]", ha="center", va="center", fontsize=_LAYOUT_PT)

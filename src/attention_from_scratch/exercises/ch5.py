@@ -1,10 +1,10 @@
 """Checks for the exercises of chapter 5, "Tensor layout".
 
-Three answers compute a layout by reasoning: functions of a shape, strides and offset that the
-checks call on layouts they draw themselves, with every way of reading a layout off a real
-tensor refused while the answer runs. The fourth merges heads and is run with the package's
-``merge_heads`` and ``split_heads`` refused. Expected values come from the stride rule or from
-torch, computed here outside any learner code.
+Every answer computes a layout by reasoning: a function of a shape, strides and offset that
+the checks call on layouts they draw themselves, with every way of reading a layout off a real
+tensor (torch's, and NumPy's stride tricks) refused while the answer runs, and the operation
+asked about refused too. Expected values come from the stride rule or from torch, computed
+here outside any learner code.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..layout import describe_layout, merge_heads, shares_storage, split_heads
+from ..layout import describe_layout
 from ._core import Exercise
 from ._shortcuts import refusing
 
@@ -36,6 +36,25 @@ LAYOUT_SHORTCUTS: tuple[Callable[..., Any], ...] = (
     torch.empty_strided,
     describe_layout,
 )
+# NumPy's stride tricks are Python functions, refused by their code objects however they are
+# reached. NumPy's ndarray constructor (which takes strides) is C and cannot be refused; an
+# answer that builds one with the right strides in bytes has already worked the layout out.
+NUMPY_SHORTCUTS: tuple[Callable[..., Any], ...] = ()
+try:
+    import numpy as _np
+
+    NUMPY_SHORTCUTS = tuple(
+        getattr(function, "_implementation", function)
+        for function in (
+            _np.lib.stride_tricks.as_strided,
+            _np.lib.stride_tricks.sliding_window_view,
+            _np.broadcast_to,
+            _np.broadcast_arrays,
+        )
+    )
+except ImportError:  # pragma: no cover - numpy ships with the course's environment
+    pass
+LAYOUT_SHORTCUTS += NUMPY_SHORTCUTS
 PERMUTES = (torch.Tensor.permute, torch.permute, torch.Tensor.movedim, torch.movedim)
 SLICES = (torch.Tensor.__getitem__, torch.Tensor.narrow, torch.narrow)
 MERGES = (
@@ -297,63 +316,100 @@ def sliced_layout_by_hand(sliced_layout):
     _check_sliced_layout(sliced_layout, slice_cases(11, 12))
 
 
-# ----------------------------------------------------------------------- merging heads
+# ---------------------------------------------------------------------------- expand
 
-merge_reshape = Exercise(
-    "ch5-ex-merge-reshape",
+expand_strides = Exercise(
+    "ch5-ex-expand-strides",
     chapter=5,
     manual_points=1,
-    rubric="Says reshape copies the fresh (b, h, t, d_h) tensor but returns a view right "
-    "after split_heads, where the transpose restores the row-major layout.",
+    rubric="Predicts strides (0, 2, 0, 1) for torch.zeros(3, 1, 2).expand(4, 3, 5, 2). Says "
+    "grid.add_(1) raises a RuntimeError: the four rows of grid are one row of storage "
+    "(stride 0), so several of its elements are one memory location and an in-place write "
+    "would hit it several times; clone() the tensor first to get storage of its own.",
+)
+
+EXPANDS = (
+    torch.Tensor.expand,
+    torch.Tensor.expand_as,
+    torch.Tensor.broadcast_to,
+    torch.broadcast_to,
+    torch.broadcast_tensors,
 )
 
 
-def merge_reference(x: torch.Tensor) -> torch.Tensor:
-    """(b, h, t, d_h) -> (b, t, h * d_h), token i's heads side by side."""
-    b, h, t, d_h = x.shape
-    return torch.stack([x[:, head] for head in range(h)], dim=2).reshape(b, t, h * d_h)
+def expand_reference(
+    shape: Sequence[int], strides: Sequence[int], new_shape: Sequence[int]
+) -> tuple[int, ...]:
+    """The strides torch's expand gives, read off a tensor with that layout."""
+    count = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+    x = torch.zeros(count).as_strided(tuple(shape), tuple(strides))
+    return tuple(x.expand(*new_shape).stride())
 
 
-def _merge(merge_heads_reshape: object, x: torch.Tensor) -> torch.Tensor:
-    assert callable(merge_heads_reshape), "`merge_heads_reshape` must be a function"
-    with refusing(merge_heads, split_heads, write="the merge of heads"):
-        out = merge_heads_reshape(x)
-    b, h, t, d_h = x.shape
-    assert isinstance(out, torch.Tensor), (
-        f"`merge_heads_reshape` must return a tensor, got {type(out).__name__}"
-    )
-    assert tuple(out.shape) == (b, t, h * d_h), (
-        f"expected shape (b, t, h * d_h) = {(b, t, h * d_h)}, got {tuple(out.shape)}"
-    )
-    if not torch.equal(out, merge_reference(x)):
-        if torch.equal(out, x.reshape(b, t, h * d_h)):
-            raise AssertionError(
-                "the heads were merged without moving them back next to d_h, so the numbers "
-                "of different tokens were mixed: a reshape alone cannot do it"
-            )
-        raise AssertionError("the merged tensor holds the wrong numbers")
-    return out
-
-
-def check_merge(merge_heads_reshape: object, b: int, h: int, t: int, d_h: int, seed: int) -> None:
+def expand_cases(seed: int, n: int, *, max_new: int, minus_one: bool) -> list[tuple[Any, ...]]:
+    """Layouts with at least one size-1 dimension that grows, up to max_new dimensions added
+    in front, and (with minus_one) some kept sizes given as -1."""
     generator = _generator(seed)
-    context = torch.randn(b, h, t, d_h, generator=generator)  # fresh, as weights @ values
-    _merge(merge_heads_reshape, context)
-    proj = torch.randn(b, t, h * d_h, generator=generator)  # (b, t, d_out)
-    heads = proj.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h), a view of proj
-    out = _merge(merge_heads_reshape, heads)
-    assert torch.equal(out, proj), "merging split heads must give back the projection"
-    assert shares_storage(out, proj), (
-        "merging heads that were just split copied the numbers, although their layout "
-        "already fits: reshape returns a view there"
-    )
+    cases = []
+    for _ in range(n):
+        rank = _randint(1, 4, generator)
+        shape, strides = _random_layout(rank, generator, max_size=4)
+        shape = [1 if _randint(0, 2, generator) == 0 else size for size in shape]
+        shape[_randint(0, rank - 1, generator)] = 1
+        new_shape = [_randint(1, 5, generator) for _ in range(_randint(0, max_new, generator))]
+        grows = [size == 1 and _randint(0, 2, generator) > 0 for size in shape]
+        if not any(grows) and all(size == 1 for size in new_shape):
+            grows[shape.index(1)] = True
+        for size, grow in zip(shape, grows, strict=True):
+            keep = -1 if minus_one and _randint(0, 2, generator) == 0 else size
+            new_shape.append(_randint(2, 6, generator) if grow else keep)
+        cases.append((tuple(shape), strides, tuple(new_shape)))
+    return cases
 
 
-@merge_reshape.check(
+def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
+    strides = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        strides[k] = strides[k + 1] * shape[k + 1]
+    return tuple(strides)
+
+
+def _check_expanded_strides(expanded_strides: object, cases: list[tuple[Any, ...]]) -> None:
+    assert callable(expanded_strides), "`expanded_strides` must be a function"
+    for shape, strides, new_shape in cases:
+        expected = expand_reference(shape, strides, new_shape)
+        with refusing(*LAYOUT_SHORTCUTS, *EXPANDS, write="the strides of an expanded tensor"):
+            answer = expanded_strides(shape, strides, new_shape)
+        got = _ints(answer, "the strides", len(new_shape))
+        where = f"expanding shape {shape}, strides {strides} to {new_shape}"
+        sizes = [
+            s if s != -1 else shape[k - len(new_shape) + len(shape)]
+            for k, s in enumerate(new_shape)
+        ]
+        # A dimension of size 1 is never stepped along: its stride does not matter.
+        used = [k for k, size in enumerate(sizes) if size > 1]
+        if all(got[k] == expected[k] for k in used):
+            continue
+        if all(got[k] == _row_major(sizes)[k] for k in used):
+            raise AssertionError(
+                f"{where}: got the strides of a new contiguous tensor, {got}; expand copies "
+                "nothing and reads the old storage"
+            )
+        extra = len(new_shape) - len(shape)
+        grown = [k for k in used if k >= extra and shape[k - extra] == 1]
+        if grown and all(got[k] == expected[k] for k in used if k not in grown):
+            raise AssertionError(
+                f"{where}: got {got}; a dimension of size 1 that grows reads the same element "
+                "at every step along it"
+            )
+        raise AssertionError(f"{where}: got {got}, not the strides expand gives")
+
+
+@expand_strides.check(
     points=2,
-    hint="`merge_heads_reshape(x)` turns (b, h, t, d_h) into (b, t, h * d_h) with one "
-    "reshape, after putting each token's heads next to each other; it should copy only when "
-    "the layout forces it.",
+    hint="`expanded_strides(shape, strides, new_shape)` returns the strides of the expanded "
+    "tensor from the three tuples alone. Ask, for each dimension of the result: when you step "
+    "along it, which element of the old storage do you read next?",
 )
-def merges_with_reshape(merge_heads_reshape):
-    check_merge(merge_heads_reshape, b=3, h=2, t=4, d_h=5, seed=3)
+def expanded_strides_by_hand(expanded_strides):
+    _check_expanded_strides(expanded_strides, expand_cases(13, 12, max_new=2, minus_one=False))
