@@ -138,3 +138,11 @@ def test_an_answer_that_dodges_the_refusal_still_fails(escape: str) -> None:
     ):
         answer()
     assert sys.getprofile() is before
+
+
+def test_a_function_can_be_refused_by_its_full_name_without_importing_it() -> None:
+    name = "attention_from_scratch.layout.merge_heads"
+    with pytest.raises(ShortcutTaken, match=f"called {name}$"), refusing(write="it", named=[name]):
+        merge_heads(torch.randn(1, 2, 3, 4))
+    with refusing(write="it", named=["attention_from_scratch.layout.split_heads"]):
+        merge_heads(torch.randn(1, 2, 3, 4))  # another name: allowed

@@ -32,7 +32,7 @@ import contextlib
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -147,7 +147,9 @@ _DISABLERS = tuple(
 
 
 @contextlib.contextmanager
-def refusing(*shortcuts: Callable[..., Any] | type, write: str) -> Iterator[None]:
+def refusing(
+    *shortcuts: Callable[..., Any] | type, write: str, named: Iterable[str] = ()
+) -> Iterator[None]:
     """Run the body with each of ``shortcuts`` refused: calling one raises ShortcutTaken.
 
     Introduced in chapter 1.
@@ -159,6 +161,9 @@ def refusing(*shortcuts: Callable[..., Any] | type, write: str) -> Iterator[None
             ``nn.Module``'s own excepted).
         write: what the exercise asks the learner to write, for the message, e.g.
             ``"softmax"``.
+        named: Python functions refused by their full name, ``"module.qualname"`` (e.g.
+            ``"attention_from_scratch.layout.split_heads"``): for a check that may not
+            import the function's module (the package's chapter order).
 
     Raises:
         ShortcutTaken: inside the body, when a refused function is called.
@@ -182,11 +187,18 @@ def refusing(*shortcuts: Callable[..., Any] | type, write: str) -> Iterator[None
     codes.update(escape_codes)
     previous = sys.getprofile()
 
+    names = frozenset(named)
+
     def profile(frame: types.FrameType, event: str, arg: Any) -> None:
         if not refusals.armed:
             return
-        if event == "call" and frame.f_code in codes:
-            raise refusals.refuse(codes[frame.f_code])
+        if event == "call":
+            if frame.f_code in codes:
+                raise refusals.refuse(codes[frame.f_code])
+            if names:
+                name = f"{frame.f_globals.get('__name__')}.{frame.f_code.co_qualname}"
+                if name in names:
+                    raise refusals.refuse(name)
         if event == "c_call":
             if arg in escapes:
                 raise refusals.refuse(escapes[arg])

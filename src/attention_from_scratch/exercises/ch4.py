@@ -7,11 +7,7 @@ own modules or from first principles, never from a learner's objects.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import sys
-import types
-from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -154,35 +150,9 @@ divisible = Exercise(
 
 _SPLIT_REFUSED = (check_divisible, MultiHeadAttention, nn.MultiheadAttention)
 # The package's split_heads and merge_heads live in chapter 5's module, which this one may not
-# import (the layering of the package): they are refused by their module's name and their own.
+# import (the layering of the package): they are refused by their full names.
 _LAYOUT_MODULE = f"{__name__.split('.')[0]}.layout"
-_LAYOUT_REFUSED = ("split_heads", "merge_heads")
-
-
-@contextlib.contextmanager
-def _refusing_layout(write: str) -> Iterator[None]:
-    """Refuse the package's ``split_heads`` and ``merge_heads``, however reached."""
-    previous = sys.getprofile()
-
-    def profile(frame: types.FrameType, event: str, arg: object) -> None:
-        code = frame.f_code
-        if (
-            event == "call"
-            and code.co_name in _LAYOUT_REFUSED
-            and frame.f_globals.get("__name__") == _LAYOUT_MODULE
-        ):
-            raise ShortcutTaken(
-                f"this exercise asks you to write {write} yourself, but your answer called "
-                f"{_LAYOUT_MODULE}.{code.co_name}"
-            )
-        if previous is not None:
-            previous(frame, event, arg)
-
-    sys.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(previous)
+_LAYOUT_REFUSED = tuple(f"{_LAYOUT_MODULE}.{name}" for name in ("split_heads", "merge_heads"))
 
 
 def splits_like_the_definition(
@@ -194,7 +164,7 @@ def splits_like_the_definition(
     d_h = d_out // h
     # Head m owns features m*d_h .. (m+1)*d_h - 1 of every token: (b, h, t, d_h).
     expected = torch.stack([x[:, :, m * d_h : (m + 1) * d_h] for m in range(h)], dim=1)
-    with _refusing_layout("the split"), refusing(*_SPLIT_REFUSED, *refused, write="the split"):
+    with refusing(*_SPLIT_REFUSED, *refused, write="the split", named=_LAYOUT_REFUSED):
         got = split_into_heads(x.clone(), h)
     assert isinstance(got, torch.Tensor), "return a tensor"
     where = f"x of shape {(b, t, d_out)}, num_heads={h}"
@@ -214,7 +184,7 @@ def refuses_with_a_clear_error(split_into_heads, d_out: int, h: int, refused=())
     x = torch.zeros(2, 3, d_out)  # (b, t, d_out)
     write = "the check and its error"
     try:
-        with _refusing_layout(write), refusing(*_SPLIT_REFUSED, *refused, write=write):
+        with refusing(*_SPLIT_REFUSED, *refused, write=write, named=_LAYOUT_REFUSED):
             split_into_heads(x, h)
     except ShortcutTaken:
         raise
