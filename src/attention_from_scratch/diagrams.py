@@ -142,6 +142,7 @@ def _block(
     numbers: bool = False,
     scale: float | None = None,
     cmap: str | None = None,
+    number_pt: float = _CELL_PT,
 ) -> tuple[float, float]:
     """Draw a matrix as cells whose shade grows with ``|value|``; return (width, height).
 
@@ -162,7 +163,7 @@ def _block(
             _cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.8)
             if numbers:
                 _cell_text(
-                    ax, left, top, i, j, cell, f"{value:.2f}", size=_CELL_PT, color=_ink(face)
+                    ax, left, top, i, j, cell, f"{value:.2f}", size=number_pt, color=_ink(face)
                 )
     _frame(ax, left, top, rows, cols, cell, lw=1.2)
     return cols * cell, rows * cell
@@ -316,7 +317,9 @@ def draw_context_vector(
     t = inputs.shape[0]
     labels = _check_tokens("tokens", tokens, t)
     query = _check_index("query", query, t)
-    return _draw_query_path(inputs[query], inputs, inputs, labels, query, scaled=False)
+    return _draw_query_path(
+        inputs[query], inputs, inputs, labels, query, scaled=False, legible=True
+    )
 
 
 def draw_query_path(
@@ -365,7 +368,7 @@ def draw_query_path(
         )
     labels = _check_tokens("tokens", tokens, queries.shape[0])
     query = _check_index("query", query, queries.shape[0])
-    return _draw_query_path(queries[query], keys, values, labels, query, scaled=True)
+    return _draw_query_path(queries[query], keys, values, labels, query, scaled=True, legible=True)
 
 
 def _check_cell_numbers(name: str, x: object, shape: str) -> torch.Tensor:
@@ -389,8 +392,14 @@ def _draw_query_path(
     query: int,
     *,
     scaled: bool,
+    legible: bool = False,
 ) -> Figure:
-    """The figure of draw_context_vector (``scaled=False``) and draw_query_path."""
+    """The figure of draw_context_vector (``scaled=False``) and draw_query_path.
+
+    ``legible``: 12-point numbers in a table without the "x v" column, about 5.3 inches
+    wide, so that its numbers stay readable when a phone scales it to its width. The weight
+    bars are neutral grey: weights have no role colour.
+    """
     t, d_k = keys.shape
     d_v = values.shape[1]
     scores = keys @ q  # (t, d_k) @ (d_k,) -> (t,)
@@ -399,63 +408,67 @@ def _draw_query_path(
     context = weighted.sum(dim=0)  # (d_v,)
     q_name, k_name, v_name = ("q", "k", "v") if scaled else ("x", "x", "x")
 
-    cell, row = 0.42, 0.36
+    number_pt, label_pt = (12, 13) if legible else (_CELL_PT, _LABEL_PT)
+    cell, row = (0.5, 0.5) if legible else (0.42, 0.36)
     height = 1.15 + (t + 1) * row + 0.2
     k_left = 1.05  # the key cells
-    score_x = k_left + d_k * cell + 0.55  # the score column (centre)
-    bar_left = score_x + 0.55
-    bar_width = 0.95
-    out_left = bar_left + bar_width + 0.7
+    score_x = k_left + d_k * cell + (0.45 if legible else 0.55)  # the score column (centre)
+    bar_left = score_x + (0.5 if legible else 0.55)
+    bar_width = 0.85 if legible else 0.95
+    out_left = bar_left + bar_width + (0.3 if legible else 0.7)
     width = out_left + d_v * cell + 0.1
 
     def numbered_row(left: float, y: float, matrix: torch.Tensor, j: int, role: str) -> None:
         """Row j of ``matrix`` with its numbers, shaded on the scale of the whole matrix."""
         row, colour, scale = matrix[j : j + 1], ROLE_COLOURS[role], float(matrix.abs().max())
-        _block(ax, left, y, row, cell * 0.98, colour, numbers=True, scale=scale)
+        _block(
+            ax, left, y, row, cell * 0.98, colour, numbers=True, scale=scale, number_pt=number_pt
+        )
 
     # Chapter 1 has no keys or values yet: its rows are the inputs, grey.
     k_role, v_role = ("key", "value") if scaled else ("input", "input")
-    blue, green = ROLE_COLOURS["query"], _tint(ROLE_COLOURS[v_role], 0.5)
+    blue, bar_face = ROLE_COLOURS["query"], _tint("#404040", 0.45)  # weights: neutral grey
     with _figure(width, height) as (fig, ax):
         top = height - 0.95
         numbers = ", ".join(f"{v:.2f}" for v in q.tolist())
         headline = f'query ${q_name}^{{({query})}}$ ("{labels[query]}") = [{numbers}]'
-        _text(ax, 0.05, height - 0.18, headline, ha="left", size=_LABEL_PT, color=blue)
+        _text(ax, 0.05, height - 0.18, headline, ha="left", size=label_pt, color=blue)
         softmax = rf"softmax($\omega / \sqrt{{{d_k}}}$)" if scaled else "softmax"
+        # What the score is; a legible figure leaves it to its caption, the column is narrow.
+        dot = "\n" + rf"$= {q_name}^{{({query})}} \cdot {k_name}^{{(j)}}$"
         headers = (
             (k_left + d_k * cell / 2, f"{k_role} ${k_name}^{{(j)}}$"),
-            (
-                score_x,
-                rf"$\omega_{{{query}j}}$"
-                + "\n"
-                + rf"$= {q_name}^{{({query})}} \cdot {k_name}^{{(j)}}$",
-            ),
+            (score_x, rf"$\omega_{{{query}j}}$" + ("" if legible else dot)),
             (bar_left + bar_width / 2, rf"$\alpha_{{{query}j}}$" + "\n" + softmax),
             (out_left + d_v * cell / 2, rf"$\alpha_{{{query}j}}\,{v_name}^{{(j)}}$"),
         )
         for centre, text in headers:
-            _text(ax, centre, top + 0.32, text, size=_LABEL_PT)
+            _text(ax, centre, top + 0.32, text, size=label_pt)
         for j in range(t):
             y = top - j * row
             bold = j == query  # the query's own row
             style = {"fontweight": "bold" if bold else "normal", "color": blue if bold else "black"}
-            _text(ax, k_left - 0.08, y - row / 2, labels[j], ha="right", size=_LABEL_PT, **style)
+            _text(ax, k_left - 0.08, y - row / 2, labels[j], ha="right", size=label_pt, **style)
             numbered_row(k_left, y - 0.02, keys, j, k_role)
-            _text(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=_CELL_PT)
+            _text(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=number_pt)
             _arrow(ax, (score_x + 0.28, y - row / 2), (bar_left - 0.02, y - row / 2), lw=0.8)
             share = float(weights[j])
             bar = (bar_width * share / float(weights.max()), row - 0.14)
-            ax.add_patch(Rectangle((bar_left, y - row + 0.07), *bar, facecolor=green))
-            _text(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=_CELL_PT)
-            _text(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
+            ax.add_patch(Rectangle((bar_left, y - row + 0.07), *bar, facecolor=bar_face))
+            _text(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=number_pt)
+            if not legible:
+                _text(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
             numbered_row(out_left, y - 0.02, weighted, j, v_role)
         y = top - t * row - 0.12
         ax.plot([out_left, out_left + d_v * cell], [y + 0.06] * 2, color="black", lw=1)
         total = rf"sum: $z^{{({query})}}$"
-        _text(ax, out_left - 0.1, y - row / 2, total, ha="right", size=_LABEL_PT, color="black")
+        _text(ax, out_left - 0.1, y - row / 2, total, ha="right", size=label_pt, color="black")
         numbered_row(out_left, y, context[None], 0, "output")
         summed = f"weights sum to {float(weights.sum()):.3f}"
-        _text(ax, bar_left - 0.8, y - row / 2, summed, ha="left")
+        if legible:  # under the keys and scores, clear of the sum's label
+            _text(ax, 0.05, y - row / 2, summed, ha="left", size=number_pt)
+        else:
+            _text(ax, bar_left - 0.8, y - row / 2, summed, ha="left")
     return fig
 
 
@@ -557,8 +570,9 @@ def draw_projections(
 
     Every matrix is a block of cells, one cell per number, shaded darker for larger
     magnitudes and labelled with its letter and shape, so that the inner sizes of each
-    product visibly match. Inputs are grey, queries blue, keys orange, values green, and the
-    scaled scores orange, as in chapter 1's pipeline.
+    product visibly match. Inputs are grey, queries blue, keys orange, values green; the
+    scaled scores, which have no role colour, take the heatmap colours (viridis) from 0 to
+    their largest magnitude. Its text is 12 to 14 points, to stay readable on a phone.
 
     Args:
         inputs: ``X``, shape ``(t, d_in)``, 1 to 10 tokens.
@@ -610,61 +624,67 @@ def draw_projections(
     d_k = products["key"].shape[1]
     scaled = products["query"] @ products["key"].T / math.sqrt(d_k)  # (t, t)
 
-    # Fixed room for the "X @" and "=" signs and the gaps (3.2 inches), the rest for cells.
+    # Fixed room for the "X @" and "=" signs and the gaps (3.75 inches), the rest for cells.
     cells_across = d_in + sum(2 * w.shape[1] for w in weights.values())
-    cell = min(0.3, (_WIDTH - 0.3 - 3.2) / cells_across)
-    top_height = t * cell + 1.0
-    bottom_cell = min(0.3, (_WIDTH - 3.0) / (2 * t + d_k))
-    bottom_height = max(t, d_k) * bottom_cell + 1.0
+    cell = min(0.3, (_WIDTH - 0.3 - 3.75) / cells_across)
+    top_height = t * cell + 1.2
+    bottom_cell = min(0.3, (_WIDTH - 3.5) / (2 * t + d_k))
+    bottom_height = max(t, d_k) * bottom_cell + 1.2
+    big, small = 14, 12  # points: letters and signs; shapes and notes
     width = _WIDTH
     height = top_height + bottom_height + 0.2
     letters = {"query": ("Q", "W_q"), "key": ("K", "W_k"), "value": ("V", "W_v")}
 
     def labelled(
-        left: float, top: float, matrix: torch.Tensor, c: float, colour: str, name: str
+        left: float,
+        top: float,
+        matrix: torch.Tensor,
+        c: float,
+        colour: str,
+        name: str,
+        cmap: str | None = None,
     ) -> float:
         """A block with its name and shape below it; returns its width."""
-        w, h = _block(ax, left, top, matrix, c, colour)
-        _text(ax, left + w / 2, top - h - 0.08, f"${name}$", va="top", size=_LABEL_PT + 1)
-        _text(ax, left + w / 2, top - h - 0.33, str(tuple(matrix.shape)), va="top")
+        w, h = _block(ax, left, top, matrix, c, colour, cmap=cmap)
+        _text(ax, left + w / 2, top - h - 0.08, f"${name}$", va="top", size=big)
+        _text(ax, left + w / 2, top - h - 0.4, str(tuple(matrix.shape)), va="top", size=small)
         return w
 
     with _figure(width, height) as (fig, ax):
-        top = height - 0.35
-        _text(
-            ax, 0.05, height - 0.15, "1. project: one product per role", ha="left", size=_LABEL_PT
-        )
+        top = height - 0.45
+        _text(ax, 0.05, height - 0.18, "1. project: one product per role", ha="left", size=big)
         left = 0.1
         left += labelled(left, top, x, cell, ROLE_COLOURS["input"], "X") + 0.35
         for role, (letter, w_name) in letters.items():
             matrix = weights[f"w_{role}"]
-            _text(ax, left - 0.02, top - t * cell / 2, "X @", ha="left", size=_LABEL_PT)
-            left += 0.42
+            _text(ax, left - 0.02, top - t * cell / 2, "X @", ha="left", size=big)
+            left += 0.52
             w = labelled(left, top, matrix, cell, ROLE_COLOURS[role], w_name)
-            _text(ax, left + w + 0.12, top - t * cell / 2, "=", size=_LABEL_PT)
-            left += w + 0.25
+            _text(ax, left + w + 0.14, top - t * cell / 2, "=", size=big)
+            left += w + 0.28
             left += labelled(left, top, products[role], cell, ROLE_COLOURS[role], letter) + 0.35
-        top = bottom_height - 0.35
+        top = bottom_height - 0.45
         _text(
             ax,
             0.05,
-            bottom_height - 0.1,
+            bottom_height - 0.15,
             rf"2. score: $Q K^\top / \sqrt{{d_k}}$, $d_k = {d_k}$",
             ha="left",
-            size=_LABEL_PT,
+            size=big,
         )
         left = 0.3
         c = bottom_cell
         w = labelled(left, top, products["query"], c, ROLE_COLOURS["query"], "Q")
-        _text(ax, left + w + 0.15, top - t * c / 2, "@", size=_LABEL_PT)
-        left += w + 0.3
+        _text(ax, left + w + 0.17, top - t * c / 2, "@", size=big)
+        left += w + 0.34
         w = labelled(left, top, products["key"].T, c, ROLE_COLOURS["key"], r"K^\top")
-        _text(ax, left + w + 0.45, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=_LABEL_PT)
-        left += w + 0.9
-        # Scores in the key colour, as chapter 1 draws them (grey is the inputs').
-        w = labelled(left, top, scaled, c, ROLE_COLOURS["key"], r"\omega / \sqrt{d_k}")
-        _text(ax, left + w + 0.1, top - c / 2, "row i: query i", ha="left")
-        _text(ax, left + w + 0.1, top - 1.5 * c - 0.05, "column j: key j", ha="left")
+        _text(ax, left + w + 0.5, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=big)
+        left += w + 1.0
+        # Scores have no role colour: the heatmap colours, as every score matrix in the book.
+        w = labelled(left, top, scaled, c, "", r"\omega / \sqrt{d_k}", cmap="viridis")
+        _text(ax, left + w + 0.1, top - c / 2, "row i:\nquery i", ha="left", va="top", size=small)
+        notes = (left + w + 0.1, top - 2.5 * c)
+        _text(ax, *notes, "column j:\nkey j", ha="left", va="top", size=small)
     return fig
 
 
