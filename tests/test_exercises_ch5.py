@@ -6,6 +6,7 @@ the expectations are the grader's own points and the reasons its checks give.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -286,7 +287,7 @@ def test_numpy_stride_tricks_are_refused() -> None:
         assert "as_strided" in text, label
 
 
-def test_a_correct_answer_may_compute_with_tensors() -> None:
+def test_an_answer_that_computes_with_tensors_is_told_to_use_python_ints() -> None:
     def with_tensors(shape, strides, order):
         index = torch.tensor(list(order))
         return (
@@ -294,8 +295,9 @@ def test_a_correct_answer_may_compute_with_tensors() -> None:
             tuple(torch.tensor(strides)[index].tolist()),
         )
 
-    graded = run_checks("ch5-ex-permute-strides", {"permuted_layout": with_tensors}, hidden=True)
-    assert graded.earned == graded.possible
+    points, _, text = reasons("ch5-ex-permute-strides", {"permuted_layout": with_tensors})
+    assert points == 0
+    assert "more than 64 bits" in text and "compute the layout with Python ints" in text
 
 
 def test_reading_a_layout_through_the_typed_storage_is_refused() -> None:
@@ -307,3 +309,217 @@ def test_reading_a_layout_through_the_typed_storage_is_refused() -> None:
 
     points, _, text = reasons("ch5-ex-slice-stride", {"sliced_layout": lazy})
     assert points == 0 and "Tensor.storage" in text
+
+
+# A real tensor or array with the layout answers every question; the checks' layouts with
+# strides of 65 bits and more fit in none, whatever builds it (NumPy's ndarray constructor and
+# torch.ops.aten cannot be refused).
+
+BUFFER = 1 << 20
+
+
+def _ndarray(shape, strides, offset=0):
+    return np.ndarray(shape, np.int8, buffer=bytearray(BUFFER), offset=offset, strides=strides)
+
+
+def _sizes(shape, new_shape):
+    added = len(new_shape) - len(shape)
+    kept = [old if s == -1 else s for old, s in zip(shape, new_shape[added:], strict=True)]
+    return list(new_shape[:added]) + kept
+
+
+def test_a_numpy_array_built_with_the_layout_earns_nothing() -> None:
+    def permuted(shape, strides, order):
+        a = _ndarray(shape, strides).transpose(order)
+        return tuple(a.shape), tuple(a.strides)
+
+    def merged(shape, strides, k):
+        a = _ndarray(shape, strides)
+        m = a.reshape(*shape[:k], -1, *shape[k + 2 :])
+        return m.strides[k] if np.shares_memory(m, a) else None
+
+    def sliced(shape, strides, offset, dim, start, step):
+        buffer = bytearray(BUFFER)
+        base = np.frombuffer(buffer, np.int8)
+        a = np.ndarray(shape, np.int8, buffer=buffer, offset=offset, strides=strides)
+        index = [slice(None)] * len(shape)
+        index[dim] = slice(start, None, step)
+        s = a[tuple(index)]
+        first = s.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        return tuple(s.shape), tuple(s.strides), first
+
+    def expanded(shape, strides, new_shape):
+        a = _ndarray(shape, strides)
+        sizes = _sizes(shape, new_shape)
+        it = np.nditer((a, np.empty(sizes, np.int8)), flags=["multi_index", "refs_ok"])
+        return tuple(it.itviews[0].strides)
+
+    for label, name, lazy in [
+        ("ch5-ex-permute-strides", "permuted_layout", permuted),
+        ("ch5-ex-view-noncontiguous", "merged_stride", merged),
+        ("ch5-ex-slice-stride", "sliced_layout", sliced),
+        ("ch5-ex-expand-strides", "expanded_strides", expanded),
+    ]:
+        points, possible, text = reasons(label, {name: lazy})
+        assert points == 0 < possible, label
+        assert "no tensor or array can hold" in text, label
+
+
+def test_torch_ops_aten_is_refused() -> None:
+    aten = torch.ops.aten
+
+    def strided(shape, strides, offset=0):
+        return aten.as_strided.default(torch.zeros(BUFFER), list(shape), list(strides), offset)
+
+    def permuted(shape, strides, order):
+        t = aten.permute(strided(shape, strides), list(order))
+        return tuple(t.shape), tuple(aten.sym_stride(t))
+
+    def merged(shape, strides, k):
+        try:
+            m = aten.view(strided(shape, strides), [*shape[:k], -1, *shape[k + 2 :]])
+        except RuntimeError:
+            return None
+        return int(aten.sym_stride(m)[k])
+
+    def sliced(shape, strides, offset, dim, start, step):
+        t = aten.slice.Tensor(strided(shape, strides, offset), dim, start, None, step)
+        return tuple(t.shape), tuple(aten.sym_stride(t)), int(aten.sym_storage_offset(t))
+
+    def expanded(shape, strides, new_shape):
+        return tuple(aten.sym_stride(aten.expand(strided(shape, strides), list(new_shape))))
+
+    for label, name, lazy in [
+        ("ch5-ex-permute-strides", "permuted_layout", permuted),
+        ("ch5-ex-view-noncontiguous", "merged_stride", merged),
+        ("ch5-ex-slice-stride", "sliced_layout", sliced),
+        ("ch5-ex-expand-strides", "expanded_strides", expanded),
+    ]:
+        points, possible, text = reasons(label, {name: lazy})
+        assert points == 0 < possible, label
+        assert "aten" in text, label
+
+
+def test_an_int_that_equals_everything_earns_nothing() -> None:
+    class Equal(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    any_int = Equal(0)
+
+    def permuted(shape, strides, order):
+        return (any_int,) * len(shape), (any_int,) * len(shape)
+
+    def merged(shape, strides, k):
+        return any_int
+
+    def sliced(shape, strides, offset, dim, start, step):
+        return (any_int,) * len(shape), (any_int,) * len(shape), any_int
+
+    def expanded(shape, strides, new_shape):
+        return (any_int,) * len(new_shape)
+
+    for label, name, lazy in [
+        ("ch5-ex-permute-strides", "permuted_layout", permuted),
+        ("ch5-ex-view-noncontiguous", "merged_stride", merged),
+        ("ch5-ex-slice-stride", "sliced_layout", sliced),
+        ("ch5-ex-expand-strides", "expanded_strides", expanded),
+    ]:
+        points, possible, text = reasons(label, {name: lazy})
+        assert points == 0 < possible, label
+        assert "Equal" in text, label
+
+
+def test_reading_the_checks_expectation_off_the_stack_earns_nothing() -> None:
+    def peek(*arguments):
+        frame = sys._getframe(1)
+        while frame is not None and "expected" not in frame.f_locals:
+            frame = frame.f_back
+        return frame.f_locals["expected"]
+
+    for label, name in [
+        ("ch5-ex-permute-strides", "permuted_layout"),
+        ("ch5-ex-view-noncontiguous", "merged_stride"),
+        ("ch5-ex-slice-stride", "sliced_layout"),
+        ("ch5-ex-expand-strides", "expanded_strides"),
+    ]:
+        points, possible, _ = reasons(label, {name: peek})
+        assert points == 0 < possible, label
+
+
+def test_the_checks_own_references_are_refused() -> None:
+    from attention_from_scratch.exercises import ch5 as checks
+
+    for label, name, reference in [
+        ("ch5-ex-permute-strides", "permuted_layout", checks.permute_reference),
+        ("ch5-ex-view-noncontiguous", "merged_stride", checks.merged_stride_rule),
+        ("ch5-ex-slice-stride", "sliced_layout", checks.slice_reference),
+        ("ch5-ex-expand-strides", "expanded_strides", checks.expand_rule),
+    ]:
+        points, possible, text = reasons(label, {name: reference})
+        assert points == 0 < possible, label
+        assert "attention_from_scratch.exercises.ch5" in text, label
+
+
+def test_rewriting_an_argument_does_not_move_the_expectation() -> None:
+    def identity(shape, strides, order):
+        if isinstance(order, list):
+            order[:] = range(len(order))  # the check's reference must not see this
+        return tuple(shape[o] for o in order), tuple(strides[o] for o in order)
+
+    points, possible, text = reasons("ch5-ex-permute-strides", {"permuted_layout": identity})
+    assert 0 < points < possible
+    assert "not the layout of the permuted tensor" in text
+
+
+def test_merged_stride_refuses_a_divisibility_rule() -> None:
+    # Rows padded (the stride a multiple of size * stride, as in a slice x[:, :n]) or
+    # overlapping pass a test of divisibility but cannot be merged.
+    def divisible(shape, strides, k):
+        if shape[k + 1] == 1:
+            return strides[k]
+        if shape[k] == 1:
+            return strides[k + 1]
+        if strides[k] % strides[k + 1] == 0 and strides[k] >= shape[k + 1] * strides[k + 1]:
+            return strides[k + 1]
+        return None
+
+    points, _, text = reasons("ch5-ex-view-noncontiguous", {"merged_stride": divisible})
+    assert points == 1  # the hidden point for size-1 dimensions, which it gets right
+    assert "view cannot merge them" in text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_rules_for_large_layouts_agree_with_torch(seed: int) -> None:
+    from attention_from_scratch.exercises import ch5 as checks
+
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(300):
+        rank = int(torch.randint(2, 5, (1,), generator=generator))
+        shape = torch.randint(1, 5, (rank,), generator=generator).tolist()
+        strides = torch.randint(1, 30, (rank,), generator=generator).tolist()
+        k = int(torch.randint(0, rank - 1, (1,), generator=generator))
+        if torch.rand((), generator=generator) < 0.5:
+            strides[k] = shape[k + 1] * strides[k + 1]
+        x = torch.zeros(2000).as_strided(shape, strides)
+        try:
+            torch_says = x.view(*shape[:k], -1, *shape[k + 2 :]).stride(k)
+        except RuntimeError:
+            torch_says = None
+        if shape[k] * shape[k + 1] > 1:  # a merged size 1 is never stepped along
+            assert checks.merged_stride_rule(shape, strides, k) == torch_says, (shape, strides)
+        # grow some size-1 dimensions, keep the others (some as -1), add one in front
+        grown = torch.randint(2, 5, (rank,), generator=generator).tolist()
+        keep = torch.rand(rank, generator=generator) < 0.5
+        new_shape = [
+            grow if old == 1 else (-1 if minus else old)
+            for old, grow, minus in zip(shape, grown, keep.tolist(), strict=True)
+        ]
+        new_shape = [int(torch.randint(1, 4, (1,), generator=generator)), *new_shape]
+        expanded = x.expand(*new_shape)
+        sizes = expanded.shape
+        rule = checks.expand_rule(shape, strides, new_shape)
+        used = [i for i, size in enumerate(sizes) if size > 1]
+        assert [rule[i] for i in used] == [expanded.stride(i) for i in used]

@@ -26,7 +26,7 @@ expand_strides = get_exercise("ch5-ex-expand-strides")
     hidden=True,
 )
 def permutes_other_ranks(permuted_layout):
-    cases = permute_cases(101, (1, 6, 6, 2))
+    cases = permute_cases(101, (1, 6, 6, 2), (1, 6))
     cases.append(((3, 1, 4), (1, 99, 3), [2, 0, 1]))  # the order as a list
     _check_permuted_layout(permuted_layout, cases)
 
@@ -37,7 +37,7 @@ def permutes_other_ranks(permuted_layout):
     hidden=True,
 )
 def merges_size_one_dimensions(merged_stride):
-    _check_merged_stride(merged_stride, merge_cases(103, 8, size_one=True))
+    _check_merged_stride(merged_stride, merge_cases(103, 8, size_one=True, huge=2))
 
 
 @slice_stride.check(
@@ -46,7 +46,7 @@ def merges_size_one_dimensions(merged_stride):
     hidden=True,
 )
 def slices_with_long_steps(sliced_layout):
-    cases = slice_cases(107, 8, max_size=3)
+    cases = slice_cases(107, 8, max_size=3, huge=2)
     cases.append(((5, 4), (4, 1), 3, 0, 4, 7))  # one element left, offset moved
     _check_sliced_layout(sliced_layout, cases)
 
@@ -58,6 +58,6 @@ def slices_with_long_steps(sliced_layout):
     hidden=True,
 )
 def expands_with_minus_one_and_new_dimensions(expanded_strides):
-    cases = expand_cases(127, 10, max_new=3, minus_one=True)
+    cases = expand_cases(127, 10, max_new=3, minus_one=True, huge=2)
     cases.append(((3, 1), (1, 3), (1, 2, -1, 4)))  # a transposed column, repeated
     _check_expanded_strides(expanded_strides, cases)
