@@ -4,9 +4,10 @@ Every answer computes a layout by reasoning: a function of a shape, strides and 
 the checks call on layouts they draw themselves. Some of those layouts have strides of 65 bits
 or more, which no tensor or array can hold (torch and NumPy store strides in 64 bits), so no
 answer can build a real tensor with the layout and read the result off it: that closes
-NumPy's ndarray constructor and ``torch.ops.aten``, which no refusal sees. The ways of reading
-a layout off a real tensor and the operation asked about are refused besides, for a clear
-message on the small layouts. Expected values come from torch (small layouts) or from the
+NumPy's ndarray constructor (C, which no refusal sees) and every ``torch.ops.aten`` operator
+not listed here. The ways of reading a layout off a real tensor (torch's, its aten operators,
+NumPy's stride tricks) and the operation asked about are refused besides, for a clear message
+on the small layouts. Expected values come from torch (small layouts) or from the
 stride rule (large ones), computed here after the answer has returned, from the check's own
 copy of the inputs, and the answer's numbers must be plain ``int``s.
 """
