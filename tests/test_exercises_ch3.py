@@ -328,3 +328,119 @@ def test_a_window_mask_from_triangles_earns_full_marks() -> None:
     namespace = {**CORRECT["ch3-ex-sliding-window"], "window_mask": triangles}
     result = grade("ch3-ex-sliding-window", namespace)
     assert result.earned == result.possible, reasons(result)
+
+
+# ------------------------------------------------------------------ a lazy student's attack
+
+
+def test_the_checks_own_references_are_refused() -> None:
+    from attention_from_scratch.exercises import ch3 as checks
+
+    window = failing(
+        "ch3-ex-sliding-window",
+        {
+            "window_mask": checks._window_reference,
+            "window_attention": lambda s, w: checks._masked_weights(
+                s, checks._window_reference(s.shape[-1], w)
+            ),
+        },
+    )
+    assert "yourself" in window and "_window_reference" in window
+    order = failing(
+        "ch3-ex-dropout-order",
+        {
+            "renormalise_then_drop": lambda m, k: checks._renormalise(m) * k,
+            "drop_then_renormalise": lambda m, k: checks._renormalise(m * k),
+        },
+    )
+    assert "_renormalise" in order
+    result = grade("ch3-ex-all-masked", {"masked_softmax": checks._masked_weights})
+    assert result.earned == 0 and "_masked_weights" in reasons(result)
+
+
+def test_a_tensor_that_lies_in_comparisons_earns_nothing() -> None:
+    class Agreeable(torch.Tensor):  # every comparison the check makes says "equal"
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func in (torch.equal, torch.allclose):
+                return True
+            return super().__torch_function__(func, types, args, kwargs)
+
+    def liar(t, window):
+        return torch.zeros(t, t, dtype=torch.bool).as_subclass(Agreeable)
+
+    result = grade(
+        "ch3-ex-sliding-window", {**CORRECT["ch3-ex-sliding-window"], "window_mask": liar}
+    )
+    assert result.earned == 3, reasons(result)  # window_attention's points only
+    assert "expected a torch.Tensor, got Agreeable" in reasons(result)
+
+
+def test_a_table_of_masks_made_in_advance_fails() -> None:
+    ones = {t: torch.ones(t, t, dtype=torch.bool) for t in range(1, 13)}
+    table = {(t, w): causal_mask(t) | torch.tril(ones[t], -w - 1) for t in ones for w in range(13)}
+    assert "KeyError" in failing(
+        "ch3-ex-sliding-window", {"window_mask": lambda t, w: table[(t, w)]}
+    )
+
+
+def test_the_expectation_is_not_in_the_checks_frame() -> None:
+    import sys
+
+    def from_the_frame(name):
+        def answer(*args):
+            frame = sys._getframe(1)
+            while frame is not None and name not in frame.f_locals:
+                frame = frame.f_back
+            return None if frame is None else frame.f_locals[name]
+
+        return answer
+
+    for label, answers in (
+        ("ch3-ex-sliding-window", {"window_attention": from_the_frame("expected")}),
+        ("ch3-ex-all-masked", {"masked_softmax": from_the_frame("expected")}),
+        ("ch3-ex-causality-test", {"changed_rows": from_the_frame("expected")}),
+        ("ch3-ex-causality-test", {"is_causal": from_the_frame("truth")}),
+    ):
+        failing(label, answers)
+
+
+def test_library_masked_softmaxes_are_refused() -> None:
+    def sparse(scores, hide):  # hidden keys left out of a sparse tensor
+        where = (~hide).nonzero().T
+        visible = torch.sparse_coo_tensor(
+            where, scores[~hide], scores.shape, check_invariants=False
+        )
+        return torch.sparse.softmax(visible, -1).to_dense()
+
+    def safe(scores, hide):  # torch's internal softmax with zeros for empty rows
+        return torch._safe_softmax(scores.masked_fill(hide, float("-inf")), -1)
+
+    def aten_masked(scores, hide):
+        return torch.ops.aten._masked_softmax(scores, hide, None, None).nan_to_num(0.0)
+
+    for answer in (sparse, safe, aten_masked):
+        result = grade("ch3-ex-all-masked", {"masked_softmax": answer})
+        assert result.earned == 0, reasons(result)
+        assert "yourself" in reasons(result)
+
+
+def test_reading_the_mask_buffer_is_not_a_test_of_causality() -> None:
+    def trusts_the_mask(module, x, position):
+        if not hasattr(module, "mask"):
+            return changed_rows(module, x, position)
+        t = x.shape[1]
+        rows = ~module.mask[:t, position]
+        rows[position] = True
+        return rows.nonzero().flatten().tolist()
+
+    reason = failing("ch3-ex-causality-test", {"changed_rows": trusts_the_mask})
+    assert "causal mask buffer whose input mixes in the next token" in reason
+
+
+def test_is_causal_must_try_the_late_positions() -> None:
+    def early_only(module, x):  # positions 1 and 2 catch every leak that starts early
+        return all(min(changed_rows(module, x, p)) >= p for p in (1, 2))
+
+    reason = failing("ch3-ex-causality-test", {"is_causal": early_only})
+    assert "second-to-last token sees the last: expected False, got True" in reason

@@ -39,7 +39,8 @@ def earned(label: str, namespace: dict) -> tuple[float, float, str]:
 
 def as_causal_and_linear(mha):
     bias = mha.W_query.bias is not None
-    causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0, qkv_bias=bias)
+    p = mha.dropout.p
+    causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, p, qkv_bias=bias)
     with torch.no_grad():
         for name in ("W_query", "W_key", "W_value"):
             getattr(causal, name).weight.copy_(getattr(mha, name).weight)
@@ -326,3 +327,106 @@ def test_public_hints_give_no_formula_or_answer(label: str) -> None:
     hints = " ".join(c.hint for c in result.checks)
     for leak in ("3 * d_in", "d_out * d_out", "view(b, t", "transpose(1, 2)", "False, the"):
         assert leak not in hints, leak
+
+
+# --- a lazy student's attack ------------------------------------------------------------------
+
+
+def test_count_an_int_that_agrees_with_everything_earns_nothing() -> None:
+    class Agreeable(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    got, _, why = earned("ch4-ex-count-parameters", {"parameter_count": lambda *a: Agreeable(0)})
+    assert got == 0
+    assert "return an int, not Agreeable" in why
+
+
+def test_split_a_tensor_that_lies_in_comparisons_earns_no_split_points() -> None:
+    class Agreeable(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.equal:  # False against the scrambled view, True after
+                return args[1].data_ptr() != args[0].data_ptr() and func.__name__ == "equal"
+            return super().__torch_function__(func, types, args, kwargs)
+
+    def liar(x, num_heads):
+        b, t, d_out = x.shape
+        if d_out % num_heads:
+            raise ValueError(f"num_heads={num_heads} does not divide d_out={d_out}")
+        return torch.zeros(b, num_heads, t, d_out // num_heads).as_subclass(Agreeable)
+
+    got, _, why = earned("ch4-ex-divisible", {"split_into_heads": liar})
+    assert got == 1  # only the error check
+    assert "return a torch.Tensor, not Agreeable" in why
+
+
+def test_the_expectation_is_not_in_the_checks_frame() -> None:
+    import sys
+
+    def expected_from_the_frame(*args):
+        frame = sys._getframe(1)
+        while frame is not None and "expected" not in frame.f_locals:
+            frame = frame.f_back
+        return None if frame is None else frame.f_locals["expected"]
+
+    got, _, _ = earned("ch4-ex-count-parameters", {"parameter_count": expected_from_the_frame})
+    assert got == 0
+
+    def split(x, num_heads):
+        if x.shape[-1] % num_heads:
+            raise ValueError(f"num_heads={num_heads} does not divide d_out={x.shape[-1]}")
+        return expected_from_the_frame()
+
+    got, _, _ = earned("ch4-ex-divisible", {"split_into_heads": split})
+    assert got == 1  # only the error check
+
+
+def test_split_a_message_of_every_number_fails() -> None:
+    def every_number(x, num_heads):
+        if x.shape[-1] % num_heads:
+            raise ValueError(" ".join(str(n) for n in range(100)))
+        return split_into_heads(x, num_heads)
+
+    got, possible, why = earned("ch4-ex-divisible", {"split_into_heads": every_number})
+    assert got == possible - 2
+    assert "must name d_out=10 and num_heads=4" in why
+
+
+def test_one_head_settings_must_carry_over() -> None:
+    def fixed_context(mha):  # right weights, the context length of the public check
+        causal, linear = as_causal_and_linear(mha)
+        bias = mha.W_query.bias is not None
+        other = CausalAttention(mha.d_in, mha.d_out, 7, mha.dropout.p, qkv_bias=bias)
+        other.load_state_dict(causal.state_dict())
+        return other, linear
+
+    def no_dropout(mha):  # right weights, dropout left at 0
+        causal, linear = as_causal_and_linear(mha)
+        bias = mha.W_query.bias is not None
+        other = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0, qkv_bias=bias)
+        other.load_state_dict(causal.state_dict())
+        return other, linear
+
+    for lazy, reason in (
+        (fixed_context, "context_length 11, not 7"),
+        (no_dropout, "in training mode"),
+    ):
+        got, possible, why = earned("ch4-ex-one-head", {"as_causal_and_linear": lazy})
+        assert got == possible - 1, why
+        assert reason in why
+
+
+def test_permute_a_key_bias_left_behind_is_named() -> None:
+    # The key bias adds one number to every score of a row: the weights cannot show it.
+    def key_bias_kept(module, perm):
+        new = permute_heads(module, perm)
+        if module.W_key.bias is not None:
+            new.W_key.load_state_dict({**new.W_key.state_dict(), "bias": module.W_key.bias})
+        return new
+
+    got, _, why = earned("ch4-ex-permute-heads", {"permute_heads": key_bias_kept})
+    assert got == 1  # the output is unchanged
+    assert "W_key.bias: block m must be the original's block perm[m]" in why

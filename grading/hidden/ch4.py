@@ -24,13 +24,16 @@ permute_heads = get_exercise("ch4-ex-permute-heads")
 
 @one_head.check(
     points=1,
-    hint="Modules with query, key and value biases, and other sizes: every weight and every "
-    "bias must carry over.",
+    hint="Modules with query, key and value biases, other sizes and a dropout rate: every "
+    "weight, every bias and every setting must carry over, in training mode too.",
     hidden=True,
 )
 def one_head_with_biases(as_causal_and_linear):
     one_head_agrees(as_causal_and_linear, d_in=4, d_out=10, qkv_bias=True, seed=51)
-    one_head_agrees(as_causal_and_linear, d_in=9, d_out=3, qkv_bias=True, seed=52)
+    one_head_agrees(
+        as_causal_and_linear, d_in=9, d_out=3, qkv_bias=True, seed=52, context_length=11
+    )
+    one_head_agrees(as_causal_and_linear, d_in=5, d_out=6, qkv_bias=False, seed=53, dropout=0.3)
 
 
 @count_parameters.check(

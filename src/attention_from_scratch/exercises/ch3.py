@@ -9,6 +9,7 @@ write are refused while the answer runs.
 from __future__ import annotations
 
 import re
+import types
 
 import torch
 import torch.nn.functional as F
@@ -37,9 +38,28 @@ def _masked_weights(scores: torch.Tensor, hide: torch.Tensor) -> torch.Tensor:
 
 
 def _as_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
-    assert isinstance(value, torch.Tensor), f"expected a tensor, got {type(value).__name__}"
+    # A plain tensor: a subclass could answer the check's own comparisons.
+    assert type(value) is torch.Tensor, f"expected a torch.Tensor, got {type(value).__name__}"
     assert tuple(value.shape) == shape, f"expected shape {shape}, got {tuple(value.shape)}"
     return value.detach().cpu()
+
+
+def _own_helpers() -> tuple[list[types.FunctionType], list[str]]:
+    """This module's functions (its references among them), refused while an answer runs:
+    by code object (the copy the grader loads) and by full name (the package's copy, which
+    a notebook can import)."""
+    functions = [
+        value
+        for value in globals().values()
+        if isinstance(value, types.FunctionType) and value.__module__ == __name__
+    ]
+    return functions, [f"{__name__}.{f.__qualname__}" for f in functions]
+
+
+def _refusing(*shortcuts, write: str):
+    """``refusing`` the exercise's shortcuts and this module's own helpers."""
+    functions, names = _own_helpers()
+    return refusing(*shortcuts, *functions, write=write, named=names)
 
 
 # ---------------------------------------------------------------------------- sliding window
@@ -49,9 +69,15 @@ sliding_window = Exercise("ch3-ex-sliding-window", chapter=3)
 WINDOW_CASES = ((7, 2), (9, 3), (5, 1))
 
 
+def _large_window_case(seed: int) -> tuple[int, int]:
+    """A size no table of masks made in advance could hold: t in 100..399."""
+    t, window = torch.randint(100, 400, (2,), generator=_generator(seed)).tolist()
+    return t, window % (t - 3) + 2
+
+
 def _call_window_mask(window_mask, t: int, window: int) -> torch.Tensor:
     assert callable(window_mask), "`window_mask` must be a function of (t, window)"
-    with refusing(causal_mask, CausalAttention, write="the window mask"):
+    with _refusing(causal_mask, CausalAttention, write="the window mask"):
         mask = window_mask(t, window)
     return _as_tensor(mask, (t, t))
 
@@ -63,7 +89,7 @@ def _call_window_mask(window_mask, t: int, window: int) -> torch.Tensor:
     "indices with a row of key indices, once for the future and once for the far past.",
 )
 def window_mask_any_size(window_mask):
-    for t, window in WINDOW_CASES:
+    for t, window in (*WINDOW_CASES, _large_window_case(32)):
         mask = _call_window_mask(window_mask, t, window)
         expected = _window_reference(t, window)
         assert mask.dtype == torch.bool, f"expected a bool mask, got {mask.dtype}"
@@ -86,16 +112,16 @@ def window_mask_any_size(window_mask):
 def window_attention_any_size(window_attention):
     assert callable(window_attention), "`window_attention` must be a function"
     generator = _generator(31)
-    for shape, window in (((2, 7, 7), 2), ((3, 5, 5), 1)):
+    for shape, window in (((2, 7, 7), 2), ((3, 5, 5), 1), ((1, 120, 120), 17)):
         scores = torch.randn(*shape, generator=generator) * 2
         t = shape[-1]
+        given = scores.clone()
+        with _refusing(causal_mask, CausalAttention, write="the window mask"):
+            weights = window_attention(given, window)
+        weights = _as_tensor(weights, shape)
         expected = torch.softmax(
             scores.masked_fill(_window_reference(t, window), float("-inf")), dim=-1
         )
-        given = scores.clone()
-        with refusing(causal_mask, CausalAttention, write="the window mask"):
-            weights = window_attention(given, window)
-        weights = _as_tensor(weights, shape)
         assert torch.equal(given, scores), "`window_attention` changed its input in place"
         zeroed = torch.softmax(scores, dim=-1) * ~_window_reference(t, window)
         if torch.allclose(weights, zeroed, atol=1e-5):
@@ -131,6 +157,11 @@ def _renormalise(weights: torch.Tensor) -> torch.Tensor:
     return weights / weights.sum(dim=-1, keepdim=True)
 
 
+def _call_order(answer, masked: torch.Tensor, keep: torch.Tensor):
+    with _refusing(write="the renormalising and the dropout"):
+        return answer(masked.clone(), keep.clone())
+
+
 @dropout_order.check(
     points=1,
     hint="`renormalise_then_drop(masked, keep)` gets way 1's zeroed weights (b, t, t) and "
@@ -140,7 +171,7 @@ def _renormalise(weights: torch.Tensor) -> torch.Tensor:
 def renormalise_first(renormalise_then_drop):
     assert callable(renormalise_then_drop), "`renormalise_then_drop` must be a function"
     masked, keep = _order_inputs(5, b=3, t=7, p=0.25)
-    out = _as_tensor(renormalise_then_drop(masked.clone(), keep.clone()), (3, 7, 7))
+    out = _as_tensor(_call_order(renormalise_then_drop, masked, keep), (3, 7, 7))
     expected = _renormalise(masked) * keep
     if torch.allclose(out, _renormalise(masked * keep), atol=1e-5, equal_nan=True):
         raise AssertionError("this is the other order: dropout came before the renormalising")
@@ -155,7 +186,7 @@ def renormalise_first(renormalise_then_drop):
 def drop_first(drop_then_renormalise):
     assert callable(drop_then_renormalise), "`drop_then_renormalise` must be a function"
     masked, keep = _order_inputs(6, b=2, t=8, p=0.4)
-    out = _as_tensor(drop_then_renormalise(masked.clone(), keep.clone()), (2, 8, 8))
+    out = _as_tensor(_call_order(drop_then_renormalise, masked, keep), (2, 8, 8))
     expected = _renormalise(masked * keep)
     if torch.allclose(out, _renormalise(masked) * keep, atol=1e-5, equal_nan=True):
         raise AssertionError("this is the other order: the renormalising came first")
@@ -184,8 +215,26 @@ all_masked = Exercise(
 )
 
 
-# torch.masked's softmax is the function the exercise asks for; torch.softmax is allowed.
-MASKED_SOFTMAX_SHORTCUTS = (torch.masked.softmax, torch.masked.log_softmax)
+# A softmax that leaves out hidden keys (torch.masked's, the sparse one, torch's internal
+# masked and "safe" ones) is what the exercise asks for; torch.softmax is allowed.
+_ATEN_MASKED_SOFTMAXES = tuple(
+    getattr(torch.ops.aten, name)
+    for name in ("_masked_softmax", "_safe_softmax", "_sparse_softmax", "_sparse_log_softmax")
+    if hasattr(torch.ops.aten, name)
+)
+MASKED_SOFTMAX_SHORTCUTS = (
+    torch.masked.softmax,
+    torch.masked.log_softmax,
+    torch.sparse.softmax,
+    torch.sparse.log_softmax,
+    *(
+        getattr(torch, name)
+        for name in ("_masked_softmax", "_safe_softmax", "_sparse_softmax")
+        if hasattr(torch, name)
+    ),
+    *_ATEN_MASKED_SOFTMAXES,
+    *(getattr(op, name) for op in _ATEN_MASKED_SOFTMAXES for name in op.overloads()),
+)
 
 
 def _masked_softmax_inputs(seed: int, shape: tuple[int, ...], scale: float):
@@ -202,10 +251,10 @@ def _masked_softmax_inputs(seed: int, shape: tuple[int, ...], scale: float):
 def _check_masked_softmax(masked_softmax, shape, scale, seed) -> None:
     assert callable(masked_softmax), "`masked_softmax` must be a function of (scores, hide)"
     scores, hide = _masked_softmax_inputs(seed, shape, scale)
-    expected = _masked_weights(scores, hide)
-    with refusing(*MASKED_SOFTMAX_SHORTCUTS, write="the masked softmax"):
+    with _refusing(*MASKED_SOFTMAX_SHORTCUTS, write="the masked softmax"):
         out = masked_softmax(scores.clone(), hide.clone())
     out = _as_tensor(out, shape)
+    expected = _masked_weights(scores, hide)
     assert not torch.isnan(out).any(), "a row with every key hidden must give zeros, not nan"
     if torch.allclose(out, torch.softmax(scores.masked_fill(hide, 0.0), dim=-1), atol=1e-5):
         raise AssertionError("the hidden scores were filled with 0, not -inf: e^0 = 1")
@@ -269,10 +318,10 @@ DROPOUT_SHORTCUTS = (
 
 def _call_dropout(my_dropout, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
     assert callable(my_dropout), "`my_dropout` must be a function of (x, p, generator)"
-    given = x.clone()
+    given, generator = x.clone(), _generator(seed)
     try:
-        with refusing(*DROPOUT_SHORTCUTS, write="dropout"):
-            out = my_dropout(given, p, _generator(seed))
+        with _refusing(*DROPOUT_SHORTCUTS, write="dropout"):
+            out = my_dropout(given, p, generator)
     except ShortcutTaken as error:  # name an aten operator as a learner would write it
         message = re.sub(r"torch\._ops\.aten\.\S*?(\w+)$", r"torch.ops.aten.\1", str(error))
         raise ShortcutTaken(message) from None
@@ -338,6 +387,22 @@ class _CumulativeMean(nn.Module):
         return out.flip(1) if self.reverse else out
 
 
+class _Lookahead(nn.Module):
+    """A causal attention layer whose input mixes in the next token: its mask buffer is the
+    causal one, yet row i depends on token i + 1."""
+
+    def __init__(self, d_in: int, t: int, seed: int, leak: float) -> None:
+        super().__init__()
+        self.inner = _attention_with_mask(d_in, t, causal_mask(t), seed)
+        self.register_buffer("mask", causal_mask(t))  # what the layer claims to hide
+        self.leak = leak
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ahead = torch.zeros_like(x)
+        ahead[:, :-1] = x[:, 1:]  # token i + 1 at row i
+        return self.inner(x + self.leak * ahead)
+
+
 def _attention_with_mask(d_in: int, t: int, hide: torch.Tensor, seed: int) -> nn.Module:
     """A CausalAttention whose mask buffer is replaced: `hide` True where forbidden."""
     torch.manual_seed(seed)
@@ -346,31 +411,42 @@ def _attention_with_mask(d_in: int, t: int, hide: torch.Tensor, seed: int) -> nn
     return module
 
 
-def _test_modules(t: int, d_in: int, leak: float = 1.0):
-    """(name, module, allowed): allowed[i, j] is True where output row i may depend on j."""
+def _allowed_patterns(t: int) -> list[tuple[str, torch.Tensor]]:
+    """(name, allowed) of each test module, in order: allowed[i, j] is True where output row
+    i may depend on token j."""
     causal = ~causal_mask(t)
-    everything = torch.ones(t, t, dtype=torch.bool)
     one_ahead = ~torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=2)
-    peek = causal.clone()
+    peek, late_peek = causal.clone(), causal.clone()
     peek[0, 1] = True  # one leak, invisible when only the last token is edited
-    leaky = _attention_with_mask(d_in, t, ~one_ahead, seed=3)
+    late_peek[t - 2, t - 1] = True  # one leak, seen only when the last token is edited
+    return [
+        ("a causal attention layer", causal),
+        ("an attention layer with no mask", torch.ones(t, t, dtype=torch.bool)),
+        ("a layer that sees one token ahead", one_ahead),
+        ("a layer whose first token sees the second", peek),
+        ("a layer whose second-to-last token sees the last", late_peek),
+        ("a layer with a causal mask buffer whose input mixes in the next token", one_ahead),
+        ("a causal running mean", causal),
+        ("a running mean from the end", causal.T.clone()),
+    ]
+
+
+def _test_modules(t: int, d_in: int, leak: float = 1.0) -> list[nn.Module]:
+    """The modules the checks test, in the order of `_allowed_patterns`; the patterns are
+    looked up only after an answer has run."""
+    patterns = [allowed for _, allowed in _allowed_patterns(t)]
+    leaky = _attention_with_mask(d_in, t, ~patterns[2], seed=3)
     with torch.no_grad():
         leaky.W_value.weight.mul_(leak)
     return [
-        ("a causal attention layer", _attention_with_mask(d_in, t, ~causal, seed=1), causal),
-        (
-            "an attention layer with no mask",
-            _attention_with_mask(d_in, t, ~everything, 2),
-            everything,
-        ),
-        ("a layer that sees one token ahead", leaky, one_ahead),
-        (
-            "a layer whose first token sees the second",
-            _attention_with_mask(d_in, t, ~peek, 4),
-            peek,
-        ),
-        ("a causal running mean", _CumulativeMean(), causal),
-        ("a running mean from the end", _CumulativeMean(reverse=True), causal.T.clone()),
+        _attention_with_mask(d_in, t, ~patterns[0], seed=1),
+        _attention_with_mask(d_in, t, ~patterns[1], seed=2),
+        leaky,
+        _attention_with_mask(d_in, t, ~patterns[3], seed=4),
+        _attention_with_mask(d_in, t, ~patterns[4], seed=5),
+        _Lookahead(d_in, t, seed=6, leak=leak),
+        _CumulativeMean(),
+        _CumulativeMean(reverse=True),
     ]
 
 
@@ -383,13 +459,15 @@ def _expected_rows(allowed: torch.Tensor, position: int) -> list[int]:
 def _check_changed_rows(changed_rows, b: int, t: int, d_in: int, seed: int, leak: float):
     assert callable(changed_rows), "`changed_rows` must be a function of (module, x, position)"
     x = torch.randn(b, t, d_in, generator=_generator(seed))
-    for name, module, allowed in _test_modules(t, d_in, leak):
+    for index, module in enumerate(_test_modules(t, d_in, leak)):
         for position in (0, t // 2, t - 1):
             given = x.clone()
-            rows = changed_rows(module, given, position)
+            with _refusing(write="the test"):
+                rows = changed_rows(module, given, position)
             assert torch.equal(given, x), "`changed_rows` must edit a copy of x, not x itself"
             assert isinstance(rows, (list, tuple)), f"expected a list, got {type(rows).__name__}"
             rows = [int(r) for r in rows]
+            name, allowed = _allowed_patterns(t)[index]
             expected = _expected_rows(allowed, position)
             assert rows == expected, (
                 f"{name}, t={t}, editing token {position}: expected the rows that change in "
@@ -400,10 +478,12 @@ def _check_changed_rows(changed_rows, b: int, t: int, d_in: int, seed: int, leak
 def _check_is_causal(is_causal, b: int, t: int, d_in: int, seed: int, leak: float):
     assert callable(is_causal), "`is_causal` must be a function of (module, x)"
     x = torch.randn(b, t, d_in, generator=_generator(seed))
-    for name, module, allowed in _test_modules(t, d_in, leak):
-        truth = not bool(torch.triu(allowed, diagonal=1).any())
-        verdict = is_causal(module, x.clone())
+    for index, module in enumerate(_test_modules(t, d_in, leak)):
+        with _refusing(write="the test"):
+            verdict = is_causal(module, x.clone())
         assert isinstance(verdict, bool), f"expected a bool, got {type(verdict).__name__}"
+        name, allowed = _allowed_patterns(t)[index]
+        truth = not bool(torch.triu(allowed, diagonal=1).any())
         assert verdict == truth, f"{name}: expected {truth}, got {verdict}"
 
 

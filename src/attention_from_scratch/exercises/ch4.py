@@ -8,6 +8,7 @@ own modules or from first principles, never from a learner's objects.
 from __future__ import annotations
 
 import copy
+import re
 
 import torch
 import torch.nn.functional as F
@@ -22,9 +23,19 @@ from ._shortcuts import ShortcutTaken, refusing
 _LAYERS = ("W_query", "W_key", "W_value", "out_proj")
 
 
-def _module(d_in: int, d_out: int, num_heads: int, qkv_bias: bool, seed: int) -> MultiHeadAttention:
+def _module(
+    d_in: int,
+    d_out: int,
+    num_heads: int,
+    qkv_bias: bool,
+    seed: int,
+    context_length: int = 8,
+    dropout: float = 0.0,
+) -> MultiHeadAttention:
     """A ``MultiHeadAttention`` on the CPU with weights drawn from its own generator."""
-    module = MultiHeadAttention(d_in, d_out, 8, 0.0, num_heads=num_heads, qkv_bias=qkv_bias)
+    module = MultiHeadAttention(
+        d_in, d_out, context_length, dropout, num_heads=num_heads, qkv_bias=qkv_bias
+    )
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in module.parameters():
@@ -41,12 +52,19 @@ def _inputs(b: int, t: int, d_in: int, seed: int) -> torch.Tensor:
 one_head = Exercise("ch4-ex-one-head", chapter=4)
 
 
-def one_head_agrees(as_causal_and_linear, d_in: int, d_out: int, qkv_bias: bool, seed: int):
-    """Hand the learner's function a one-head module; its two layers must compute the same."""
-    mha = _module(d_in, d_out, 1, qkv_bias, seed)
-    x = _inputs(3, 7, d_in, seed + 1)  # (b, t, d_in)
-    with torch.no_grad():
-        expected = mha(x)  # (b, t, d_out), computed before the learner sees the module
+def one_head_agrees(
+    as_causal_and_linear,
+    d_in: int,
+    d_out: int,
+    qkv_bias: bool,
+    seed: int,
+    context_length: int = 7,
+    dropout: float = 0.0,
+):
+    """Hand the learner's function a one-head module; its two layers must compute the same,
+    on inputs as long as the module accepts, and (with ``dropout``) in training mode too."""
+    mha = _module(d_in, d_out, 1, qkv_bias, seed, context_length, dropout)
+    x = _inputs(3, context_length, d_in, seed + 1)  # (b, t, d_in)
     given = copy.deepcopy(mha)
     answer = as_causal_and_linear(given)
     assert isinstance(answer, tuple) and len(answer) == 2, "return a pair (causal, linear)"
@@ -65,14 +83,32 @@ def one_head_agrees(as_causal_and_linear, d_in: int, d_out: int, qkv_bias: bool,
         assert not module._forward_hooks and not module._forward_pre_hooks, "no hooks"
     for name in ("W_query", "W_key", "W_value"):
         assert type(getattr(causal, name)) is nn.Linear, f"causal.{name}: an nn.Linear"
+    assert causal.context_length == mha.context_length, (
+        f"causal must accept the inputs mha accepts: context_length {mha.context_length}, "
+        f"not {causal.context_length}"
+    )
     refused = (MultiHeadAttention, nn.MultiheadAttention, F.scaled_dot_product_attention)
     with torch.no_grad(), refusing(*refused, write="CausalAttention and nn.Linear"):
         got = linear(causal(x))  # (b, t, d_out)
+    with torch.no_grad():
+        expected = mha(x)  # (b, t, d_out)
     if qkv_bias and causal.W_query.bias is None:
         raise AssertionError("the module has query, key and value biases: causal needs them")
     assert torch.allclose(got, expected, atol=1e-5), (
         "linear(causal(x)) differs from the module's output"
     )
+    if dropout:  # the same draws drop the same weights: (b, 1, t, t) and (b, t, t)
+        causal.train(), linear.train(), mha.train()
+        with torch.no_grad(), refusing(*refused, write="CausalAttention and nn.Linear"):
+            torch.manual_seed(seed)
+            got = linear(causal(x))
+        with torch.no_grad():
+            torch.manual_seed(seed)
+            expected = mha(x)
+        assert torch.allclose(got, expected, atol=1e-5), (
+            "in training mode linear(causal(x)) differs from the module's output: does "
+            "causal drop attention weights as mha does?"
+        )
 
 
 @one_head.check(
@@ -111,10 +147,11 @@ def count_matches(parameter_count, sizes) -> None:
         nn.Linear,
     )
     for d_in, d_out, num_heads, qkv_bias in sizes:
-        expected = counted(d_in, d_out, num_heads, qkv_bias)
         with refusing(*refused, write="the count from the sizes"):
             got = parameter_count(d_in, d_out, num_heads, qkv_bias)
-        assert isinstance(got, int) and not isinstance(got, bool), "return an int"
+        # Exactly int: a subclass (bool among them) could answer the comparisons below.
+        assert type(got) is int, f"return an int, not {type(got).__name__}"
+        expected = counted(d_in, d_out, num_heads, qkv_bias)
         where = f"d_in={d_in}, d_out={d_out}, num_heads={num_heads}, qkv_bias={qkv_bias}"
         if got == expected - d_out:
             raise AssertionError(f"{where}: out_proj's bias is missing")
@@ -162,11 +199,12 @@ def splits_like_the_definition(
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(b, t, d_out, generator=generator)  # (b, t, d_out)
     d_h = d_out // h
-    # Head m owns features m*d_h .. (m+1)*d_h - 1 of every token: (b, h, t, d_h).
-    expected = torch.stack([x[:, :, m * d_h : (m + 1) * d_h] for m in range(h)], dim=1)
     with refusing(*_SPLIT_REFUSED, *refused, write="the split", named=_LAYOUT_REFUSED):
         got = split_into_heads(x.clone(), h)
-    assert isinstance(got, torch.Tensor), "return a tensor"
+    # A plain tensor: a subclass could answer the comparisons below.
+    assert type(got) is torch.Tensor, f"return a torch.Tensor, not {type(got).__name__}"
+    # Head m owns features m*d_h .. (m+1)*d_h - 1 of every token: (b, h, t, d_h).
+    expected = torch.stack([x[:, :, m * d_h : (m + 1) * d_h] for m in range(h)], dim=1)
     where = f"x of shape {(b, t, d_out)}, num_heads={h}"
     if tuple(got.shape) == (b, t, h, d_h) and t != h:
         raise AssertionError(f"{where}: the head axis must come before the token axis")
@@ -190,7 +228,8 @@ def refuses_with_a_clear_error(split_into_heads, d_out: int, h: int, refused=())
         raise
     except ValueError as error:
         message = str(error)
-        assert str(d_out) in message and str(h) in message, (
+        numbers = re.findall(r"\d+", message)
+        assert str(d_out) in numbers and str(h) in numbers and len(set(numbers)) <= 6, (
             f"the ValueError must name d_out={d_out} and num_heads={h}, got {message!r}"
         )
         return
@@ -246,6 +285,22 @@ def _head_order(weights: torch.Tensor, reference: torch.Tensor) -> list[int] | N
     return order
 
 
+def _blocks_moved(module: MultiHeadAttention, original: MultiHeadAttention, perm) -> None:
+    """Each projection's block of rows m (weight and bias) is the original's block perm[m].
+    The weights alone cannot show a key bias left behind: it adds the same amount to every
+    score of a row, which the softmax ignores."""
+    d_h = original.head_dim
+    index = torch.cat([torch.arange(p * d_h, (p + 1) * d_h) for p in perm])  # (d_out,)
+    for name in _LAYERS[:3]:
+        mine, theirs = getattr(module, name), getattr(original, name)
+        for part in ("weight", "bias"):
+            if getattr(theirs, part) is None:
+                continue
+            assert torch.equal(getattr(mine, part).detach(), getattr(theirs, part)[index]), (
+                f"{name}.{part}: block m must be the original's block perm[m]"
+            )
+
+
 def permutation_holds(
     permute_heads, d_in: int, d_out: int, h: int, qkv_bias: bool, perm, seed: int, part: str
 ):
@@ -253,9 +308,9 @@ def permutation_holds(
     "heads" (each head's weights) or "output" (the module's output)."""
     original = _module(d_in, d_out, h, qkv_bias, seed)
     x = _inputs(2, 7, d_in, seed + 1)  # (b, t, d_in)
+    answer = permute_heads(copy.deepcopy(original), list(perm))
     with torch.no_grad():
         expected, expected_weights = original(x, return_weights=True)
-    answer = permute_heads(copy.deepcopy(original), list(perm))
     assert type(answer) is MultiHeadAttention, "return a MultiHeadAttention"
     module = answer_module(answer)
     assert "forward" not in vars(module), "keep the module's own forward"
@@ -274,6 +329,7 @@ def permutation_holds(
                 "head i holds the original's head perm.index(i): the inverse permutation"
             )
         assert order == list(perm), "head i must compute what the original's head perm[i] did"
+        _blocks_moved(module, original, perm)
     else:
         if order == list(range(h)):
             raise AssertionError("no head moved: the output point needs the heads reordered")
