@@ -290,3 +290,205 @@ def test_self_refuses_the_package() -> None:
 
     assert package(INPUTS) == [0, 1, 1, 1, 2, 1]  # right, outside the check
     assert "ShortcutTaken" in reasons("ch1-ex-self", {"favourites": package})
+
+
+# Lazy answers of the second attack: other names for refused calls, answers that compute
+# later or compare equal to anything, and answers that reach into the check ---------------
+
+
+def later_attention_weights(x: torch.Tensor) -> torch.Tensor:
+    """Chapter 7's tiled attention as a weight matrix: identity values, padded to t columns."""
+    from attention_from_scratch.scale import tiled_attention
+
+    t, d = x.shape
+    width = max(t, d)
+    padded = torch.zeros(t, width, dtype=x.dtype)
+    padded[:, :d] = x
+    eye = torch.eye(t, width, dtype=x.dtype)[None, None]
+    q = padded[None, None] * width**0.5  # undoes the kernel's 1 / sqrt(d_h)
+    return tiled_attention(q, padded[None, None], eye, causal=False)[0, 0][:, :t]
+
+
+def later_context(x: torch.Tensor, i: int) -> torch.Tensor:
+    from attention_from_scratch.causal import CrossAttention
+
+    d = x.shape[1]
+    module = CrossAttention(d, d, d)
+    with torch.no_grad():
+        module.W_query.weight.copy_(torch.eye(d) * d**0.5)
+        module.W_key.weight.copy_(torch.eye(d))
+        module.W_value.weight.copy_(torch.eye(d))
+        return module(x[None], x[None])[0, i]
+
+
+class Later(torch.Tensor):
+    """A tensor whose values are computed when the check first reads them, outside the
+    refusal: `compute` runs on `detach`."""
+
+    compute = None
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.detach and args[0].compute is not None:
+            return args[0].compute().detach()
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
+def later(shape, compute, dtype=torch.float32) -> torch.Tensor:
+    out = torch.zeros(shape, dtype=dtype).as_subclass(Later)
+    out.compute = compute
+    return out
+
+
+def test_step_context_refuses_other_names_for_a_matrix_product() -> None:
+    aten = torch.ops.aten
+    label = "ch1-ex-step-context"
+    for lazy in (
+        lambda x, i: torch.linalg.matmul(torch.softmax(torch.linalg.matmul(x, x[i]), -1), x),
+        lambda x, i: aten.mv(x.T, torch.softmax(aten.mv(x, x[i]), -1)),
+        lambda x, i: aten.matmul.default(torch.softmax(aten.matmul.default(x, x[i]), -1), x),
+        lambda x, i: x.new_zeros(x.shape[1]).addmv(
+            x.T, torch.softmax(x.new_zeros(len(x)).addmv(x, x[i]), -1)
+        ),
+        later_context,  # chapter 3's cross-attention with identity projections
+    ):
+        assert "ShortcutTaken" in reasons(label, {"context_vector": lazy})
+
+
+def test_step_context_refuses_a_tensor_that_computes_later() -> None:
+    def lazy(x, i):
+        return later(x.shape[1], lambda: simplified_attention(x)[i])
+
+    assert "plain torch.Tensor" in reasons("ch1-ex-step-context", {"context_vector": lazy})
+
+
+def test_temperature_refuses_private_aten_and_attention_softmaxes() -> None:
+    aten = torch.ops.aten
+
+    def tiled(s, t):  # chapter 7's online softmax, with identity keys and values
+        from attention_from_scratch.scale import tiled_attention
+
+        n = s.shape[-1]
+        q = (s / t).reshape(1, 1, -1, n) * n**0.5
+        eye = torch.eye(n, dtype=s.dtype)[None, None]
+        return tiled_attention(q, eye, eye, causal=False).reshape(s.shape)
+
+    for lazy in (
+        lambda s, t: aten._softmax(s / t, -1, False),
+        lambda s, t: aten.softmax.int(s / t, -1),
+        lambda s, t: aten._log_softmax.default(s / t, -1, False).exp(),
+        lambda s, t: torch._softmax(s / t, -1, False),
+        lambda s, t: torch.nn.functional.softmin(-s / t, -1),
+        lambda s, t: torch.exp(s / t - aten.logsumexp(s / t, [-1], True)),
+        lambda s, t: torch.exp(s / t - torch.logcumsumexp(s / t, -1)[..., -1:]),
+        tiled,
+    ):
+        assert "ShortcutTaken" in reasons("ch1-ex-temperature", {"softmax_temperature": lazy})
+
+
+def test_temperature_refuses_a_tensor_that_computes_later() -> None:
+    def lazy(s, t):
+        return later(s.shape, lambda: torch.softmax(s / t, -1), s.dtype)
+
+    assert "plain torch.Tensor" in reasons("ch1-ex-temperature", {"softmax_temperature": lazy})
+
+
+def test_rows_columns_refuses_logsumexp_private_softmaxes_and_later_attention() -> None:
+    def lse(x):
+        s = x @ x.T
+        return torch.exp(s - torch.logsumexp(s, -1, keepdim=True)).sum(0)
+
+    label = "ch1-ex-rows-columns"
+    for lazy in (
+        lse,
+        lambda x: torch._softmax(x @ x.T, -1, False).sum(0),
+        lambda x: torch.ops.aten._softmax(x @ x.T, -1, False).sum(0),
+        lambda x: later_attention_weights(x).sum(0),
+    ):
+        assert torch.allclose(lazy(INPUTS), attention_received(INPUTS), atol=1e-5)
+        assert "ShortcutTaken" in reasons(label, {"attention_received": lazy})
+    computes_later = {
+        "attention_received": lambda x: later(len(x), lambda: torch.softmax(x @ x.T, -1).sum(0))
+    }
+    assert "plain torch.Tensor" in reasons(label, computes_later)
+
+
+def test_self_refuses_lists_that_equal_anything_and_later_attention() -> None:
+    class Anything(list):
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+    class AnyInt(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    label = "ch1-ex-self"
+    assert "expected a list" in reasons(label, {"favourites": lambda x: Anything([0] * len(x))})
+    any_ints = {"favourites": lambda x: [AnyInt(0)] * len(x)}
+    assert "int token indices" in reasons(label, any_ints)
+    tiled = {"favourites": lambda x: later_attention_weights(x).argmax(-1).tolist()}
+    assert "ShortcutTaken" in reasons(label, tiled)
+
+    def package_later(x):  # the package runs when the check reads the values
+        return later(
+            len(x), lambda: simplified_attention(x, return_weights=True)[1].argmax(-1), torch.long
+        )
+
+    assert "plain torch.Tensor" in reasons(label, {"favourites": package_later})
+
+
+def test_an_answer_that_reaches_into_the_check_fails() -> None:
+    import sys
+
+    def zero_the_checks_inputs(x):  # uniform weights everywhere: every favourite is 0
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if isinstance(value, torch.Tensor) and value.is_floating_point():
+                    value.zero_()
+            frame = frame.f_back
+        return [0] * len(x)
+
+    why = reasons("ch1-ex-self", {"favourites": zero_the_checks_inputs})
+    assert "changed the check's own inputs" in why
+
+
+def test_an_answer_that_leaves_a_torch_mode_on_fails() -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def leaves_a_mode(inputs, i):
+        mode = Passthrough()
+        mode.__enter__()  # never left: it would see every comparison the check makes
+        leaves_a_mode.mode = mode
+        return context_vector(inputs, i)
+
+    try:
+        why = reasons("ch1-ex-step-context", {"context_vector": leaves_a_mode})
+    finally:
+        while torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
+            torch.utils._python_dispatch._pop_mode()
+    assert "torch mode switched on" in why
+
+
+def test_later_attention_refused_by_name_exists() -> None:
+    """A renamed class or function would drop out of the refusal silently."""
+    import importlib
+
+    from attention_from_scratch.exercises import ch1, ch2
+
+    for name in {*ch1.LATER_ATTENTION, *ch2._LATER_ATTENTION}:
+        parts = name.split(".")
+        target = importlib.import_module(".".join(parts[:2]))
+        for part in parts[2:]:
+            target = getattr(target, part)
+        assert f"{target.__module__}.{target.__qualname__}" == name

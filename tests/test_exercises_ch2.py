@@ -350,3 +350,156 @@ def test_dot_products_hard_coded_to_the_page_fails_the_hidden_check() -> None:
     result = run_checks("ch2-ex-sigma", {"dot_products": public_sizes_only}, hidden=True)
     assert all(c.passed for c in result.checks if not c.hidden)
     assert result.earned < result.possible
+
+
+# --- lazy answers of the second attack ------------------------------------------------------
+
+
+def from_the_checks_frame(*names):
+    """An answer that returns what the check computed before calling it, if anything."""
+    import sys
+
+    def answer(*args):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if all(name in frame.f_locals for name in names):
+                found = tuple(frame.f_locals[name].clone() for name in names)
+                return found if len(found) > 1 else found[0]
+            frame = frame.f_back
+        raise LookupError("no reference in the check's frames")
+
+    return answer
+
+
+def copied_into(module, W_query, W_key, W_value):
+    with torch.no_grad():
+        module.W_query.weight.copy_(W_query.T)
+        module.W_key.weight.copy_(W_key.T)
+        module.W_value.weight.copy_(W_value.T)
+    return module
+
+
+def test_qkv_parameter_count_refuses_any_module_and_odd_ints() -> None:
+    class AnyInt(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    def by_convolution(d_in, d_out, qkv_bias):
+        return 3 * sum(p.numel() for p in nn.Conv1d(d_in, d_out, 1, bias=qkv_bias).parameters())
+
+    def by_bilinear(d_in, d_out, qkv_bias):
+        return 3 * sum(p.numel() for p in nn.Bilinear(d_in, 1, d_out, bias=qkv_bias).parameters())
+
+    for answer in (by_convolution, by_bilinear):
+        why = reasons("ch2-ex-qkv-bias", {"qkv_parameter_count": answer})
+        assert "the count from the sizes yourself" in why
+    why = reasons("ch2-ex-qkv-bias", {"qkv_parameter_count": lambda *sizes: AnyInt(0)})
+    assert "subclass AnyInt" in why
+
+
+def test_context_vector_refuses_later_attention_and_the_checks_frame() -> None:
+    from attention_from_scratch.causal import CausalAttention, CrossAttention
+    from attention_from_scratch.scale import tiled_attention
+
+    def by_cross_attention(x, W_query, W_key, W_value, i):
+        d_in, d_out = W_query.shape
+        module = copied_into(CrossAttention(d_in, d_in, d_out), W_query, W_key, W_value)
+        return module(x[None], x[None])[0, i].detach()
+
+    def by_causal_attention(x, W_query, W_key, W_value, i):
+        # token i moved to the end sees every token: the causal mask hides nothing from it
+        module = CausalAttention(*W_query.shape, len(x), 0.0)
+        copied_into(module, W_query, W_key, W_value)
+        order = [j for j in range(len(x)) if j != i] + [i]
+        return module(x[order][None])[0, -1].detach()
+
+    def by_tiled_attention(x, W_query, W_key, W_value, i):
+        q, k, v = (x @ w for w in (W_query, W_key, W_value))
+        return tiled_attention(q[None, None], k[None, None], v[None, None], causal=False)[0, 0, i]
+
+    def by_torch_functional(x, W_query, W_key, W_value, i):
+        q, k, v = (x @ w for w in (W_query, W_key, W_value))
+        d = q.shape[1]
+        eye = torch.eye(d)
+        out, _ = torch.nn.functional.multi_head_attention_forward(
+            *(m[:, None] for m in (q, k, v)), d, 1, None, None, None, None, False, 0.0,
+            eye, torch.zeros(d), use_separate_proj_weight=True,
+            q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye,
+        )  # fmt: skip
+        return out[i, 0]
+
+    for answer in (
+        by_cross_attention,
+        by_causal_attention,
+        by_tiled_attention,
+        by_torch_functional,
+    ):
+        assert "yourself" in reasons("ch2-ex-step", {"context_vector": answer})
+    frame = {"context_vector": from_the_checks_frame("expected")}
+    assert "no reference" in reasons("ch2-ex-step", frame)
+
+
+def test_context_vector_refuses_a_tensor_that_computes_later() -> None:
+    class Later(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.detach:  # read by the check, outside the refusal
+                x, W_query, W_key, W_value, i = args[0].inputs
+                module = SelfAttentionV1(*W_query.shape)
+                with torch.no_grad():
+                    module.W_query.copy_(W_query)
+                    module.W_key.copy_(W_key)
+                    module.W_value.copy_(W_value)
+                    return module(x)[i]
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+
+    def lazy(*inputs):
+        out = torch.zeros(inputs[1].shape[1]).as_subclass(Later)
+        out.inputs = inputs
+        return out
+
+    assert "plain torch.Tensor" in reasons("ch2-ex-step", {"context_vector": lazy})
+
+
+def test_tied_attention_refuses_later_attention_and_the_checks_frame() -> None:
+    from attention_from_scratch.causal import CrossAttention
+
+    def by_cross_attention(x, layer):
+        module = CrossAttention(layer.in_features, layer.in_features, layer.out_features)
+        module.W_query = module.W_key = layer
+        q = layer(x)
+        return q @ q.T, module(x[None], x[None], return_weights=True)[1][0]
+
+    why = reasons("ch2-ex-symmetric", {"tied_attention": by_cross_attention})
+    assert "tied scores and weights yourself" in why
+    frame = {"tied_attention": from_the_checks_frame("scores", "weights")}
+    assert "no reference" in reasons("ch2-ex-symmetric", frame)
+
+    def zero_the_checks_layer(x, layer):  # then the check would expect zeros and 1 / t
+        import sys
+
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if isinstance(value, nn.Linear):
+                    with torch.no_grad():
+                        value.weight.zero_()
+                        if value.bias is not None:
+                            value.bias.zero_()
+            frame = frame.f_back
+        t = len(x)
+        return torch.zeros(t, t), torch.full((t, t), 1 / t)
+
+    assert "wrong scores" in reasons("ch2-ex-symmetric", {"tied_attention": zero_the_checks_layer})
+
+
+def test_dot_products_cannot_read_the_checks_draws() -> None:
+    assert "no reference" in reasons(
+        "ch2-ex-sigma", {"dot_products": from_the_checks_frame("expected")}
+    )
+    assert "no reference" in reasons(
+        "ch2-ex-sigma", {"dot_products": from_the_checks_frame("q", "k")}
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils import _python_dispatch
 
 from ..simplified import (
     simplified_attention,
@@ -23,6 +24,19 @@ from ..simplified import (
 from ._core import Exercise, answer_tensor
 from ._shortcuts import refusing
 
+
+def _aten(*names: str) -> tuple[Any, ...]:
+    """torch.ops.aten's operators of these names that this torch has, each overload too:
+    calls below torch's Python layer reach the refusal only under these names."""
+    packets = [getattr(torch.ops.aten, name) for name in names if hasattr(torch.ops.aten, name)]
+    return (*packets, *(getattr(op, overload) for op in packets for overload in op.overloads()))
+
+
+def _torch(*names: str) -> tuple[Any, ...]:
+    """torch's private aliases of these names that this torch has (``torch._softmax``)."""
+    return tuple(getattr(torch, name) for name in names if hasattr(torch, name))
+
+
 # Every way torch has to multiply matrices or vectors in one call. `a @ b` reaches the
 # refusal as Tensor.matmul (Tensor.__matmul__ alone does not catch it).
 MATRIX_PRODUCTS = (
@@ -30,6 +44,7 @@ MATRIX_PRODUCTS = (
     torch.Tensor.matmul,
     torch.Tensor.__matmul__,
     torch.Tensor.__rmatmul__,
+    torch.linalg.matmul,
     torch.mm,
     torch.Tensor.mm,
     torch.mv,
@@ -37,7 +52,18 @@ MATRIX_PRODUCTS = (
     torch.bmm,
     torch.Tensor.bmm,
     torch.addmm,
+    torch.Tensor.addmm,
+    torch.Tensor.addmm_,
     torch.addmv,
+    torch.Tensor.addmv,
+    torch.Tensor.addmv_,
+    torch.baddbmm,
+    torch.Tensor.baddbmm,
+    torch.Tensor.baddbmm_,
+    torch.addbmm,
+    torch.Tensor.addbmm,
+    torch.Tensor.addbmm_,
+    torch.chain_matmul,
     torch.einsum,
     torch.inner,
     torch.Tensor.inner,
@@ -47,29 +73,128 @@ MATRIX_PRODUCTS = (
     F.linear,
     F.bilinear,
     F.scaled_dot_product_attention,
-)
+    *_aten(
+        "mm", "mv", "bmm", "matmul", "addmm", "addmv", "baddbmm", "addbmm", "_addmm_activation",
+        "einsum", "linear", "tensordot", "inner", "chain_matmul", "linalg_matmul",
+        "linalg_multi_dot", "linalg_vecdot",
+    ),
+)  # fmt: skip
 SOFTMAXES = (
     torch.softmax,
     torch.Tensor.softmax,
     F.softmax,
+    F.softmin,
     torch.special.softmax,
     torch.log_softmax,
     torch.Tensor.log_softmax,
     F.log_softmax,
     torch.special.log_softmax,
+    torch.masked.softmax,
+    torch.masked.log_softmax,
+    torch.sparse.softmax,
+    torch.sparse.log_softmax,
+    *_torch("_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax"),
+    *_aten(
+        "softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax",
+        "special_softmax", "special_log_softmax", "_masked_softmax", "_sparse_softmax",
+        "_sparse_log_softmax",
+    ),
     softmax_naive,
     softmax_stable,
+)  # fmt: skip
+# The package's attention of later chapters, refused by name: this module may not import
+# them (the package's chapter order). Each computes softmax(q k^T / sqrt(d)) v, which
+# identity projections or values turn into chapter 1's weights or context vectors.
+LATER_ATTENTION = tuple(
+    f"attention_from_scratch.{name}"
+    for name in (
+        "trainable.SelfAttentionV1.forward",
+        "trainable.SelfAttentionV2.forward",
+        "causal.CausalAttention.forward",
+        "causal.CrossAttention.forward",
+        "multihead.MultiHeadAttentionWrapper.forward",
+        "multihead.MultiHeadAttention.forward",
+        "multihead.MultiHeadAttention.attend",
+        "multihead.WideMultiHeadAttention.forward",
+        "scale.CachedAttention.forward",
+        "scale.CachedAttention.attend",
+        "scale.GroupedQueryAttention.attend",
+        "scale.tiled_attention",
+        "scale.TiledAttention.forward",
+        "training.TinyCausalModel.forward",
+    )
 )
 PACKAGE_ATTENTION = (simplified_attention, simplified_attention_loop)
-# Every ready-made way to attention weights: the package's, torch's fused kernel and module.
+# Every ready-made way to attention weights: the package's, torch's fused kernels and module.
 ATTENTION = (
     *PACKAGE_ATTENTION,
     F.scaled_dot_product_attention,
     F.multi_head_attention_forward,
     torch.nn.MultiheadAttention,
-)
-# A softmax in all but name: exp(x - logsumexp(x)).
-LOGSUMEXPS = (torch.logsumexp, torch.Tensor.logsumexp, torch.special.logsumexp)
+    *_torch(
+        "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention_for_cpu",
+        "_native_multi_head_attention",
+    ),
+    *_aten(
+        "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable", "_native_multi_head_attention",
+    ),
+)  # fmt: skip
+# A softmax in all but name: exp(x - logsumexp(x)), the last of a logcumsumexp included.
+LOGSUMEXPS = (
+    torch.logsumexp,
+    torch.Tensor.logsumexp,
+    torch.special.logsumexp,
+    torch.logcumsumexp,
+    torch.Tensor.logcumsumexp,
+    *_torch("_logcumsumexp"),
+    *_aten("logsumexp", "special_logsumexp", "logcumsumexp", "_logcumsumexp"),
+)  # fmt: skip
+
+
+def _answer(
+    function: Callable[..., Any],
+    *args: Any,
+    refused: tuple[Any, ...],
+    write: str,
+    named: tuple[str, ...] = LATER_ATTENTION,
+) -> Any:
+    """Call a learner's function on copies of the check's ``args`` with ``refused`` (and
+    ``named``) refused, and return what it returned, checked to be a plain object: a tensor
+    subclass could compute its values later, outside the refusal, and a list or int subclass
+    could compare equal to anything. No torch mode that could change what the check
+    computes may be on, before or after, and the check's own tensors (which the answer could
+    reach through the call stack) must be as they were."""
+    assert not _modes(), "a torch mode is switched on in the notebook; switch it off"
+    tensors = [arg for arg in args if isinstance(arg, torch.Tensor)]
+    before = [bytes(tensor.numpy().tobytes()) for tensor in tensors]
+    copies = [arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in args]
+    with refusing(*refused, write=write, named=named):
+        got = function(*copies)
+    assert not _modes(), "the answer left a torch mode switched on; return a plain result"
+    assert [tensor.numpy().tobytes() for tensor in tensors] == before, (
+        "the answer changed the check's own inputs"
+    )
+    if isinstance(got, torch.Tensor):
+        assert type(got) is torch.Tensor, (
+            f"expected a plain torch.Tensor, got the subclass {type(got).__name__}"
+        )
+    elif isinstance(got, (list, tuple)):
+        assert type(got) in (list, tuple), f"expected a list, got {type(got).__name__}"
+        got = list(got)
+    return got
+
+
+def _modes() -> list[Any]:
+    """torch's function and dispatch modes now on, ``torch.set_default_device``'s excepted."""
+    function_modes = getattr(torch.overrides, "_get_current_function_mode_stack", list)
+    dispatch_modes = getattr(_python_dispatch, "_get_current_dispatch_mode_stack", list)
+    device_mode = getattr(getattr(torch.utils, "_device", None), "DeviceContext", ())
+    return [
+        mode for mode in [*function_modes(), *dispatch_modes()] if not isinstance(mode, device_mode)
+    ]
 
 
 def _inputs(seed: int, t: int, d_in: int, scale: float = 1.0, **kwargs: Any) -> torch.Tensor:
@@ -97,12 +222,13 @@ step_context = Exercise("ch1-ex-step-context", chapter=1)
 
 def run_context_vector(context_vector: Callable[..., Any], x: torch.Tensor, i: int) -> Any:
     """Call the learner's ``context_vector`` with matrix products and the package refused."""
-    with refusing(
-        *MATRIX_PRODUCTS,
-        *PACKAGE_ATTENTION,
+    return _answer(
+        context_vector,
+        x,
+        i,
+        refused=(*MATRIX_PRODUCTS, *PACKAGE_ATTENTION),
         write="the scores and the weighted sum without matrix products",
-    ):
-        return context_vector(x.clone(), i)
+    )
 
 
 def assert_context(got: object, x: torch.Tensor, i: int) -> None:
@@ -172,9 +298,14 @@ temperature = Exercise(
 def run_softmax_temperature(
     softmax_temperature: Callable[..., Any], scores: torch.Tensor, t: float
 ) -> Any:
-    """Call the learner's ``softmax_temperature`` with every ready-made softmax refused."""
-    with refusing(*SOFTMAXES, *LOGSUMEXPS, write="the softmax, from torch.exp"):
-        return softmax_temperature(scores.clone(), t)
+    """Call the learner's ``softmax_temperature`` with ready-made softmaxes refused."""
+    return _answer(
+        softmax_temperature,
+        scores,
+        t,
+        refused=(*SOFTMAXES, *LOGSUMEXPS, *ATTENTION),
+        write="the softmax, from torch.exp",
+    )
 
 
 def assert_softmax_temperature(got: object, scores: torch.Tensor, t: float) -> None:
@@ -230,8 +361,12 @@ rows_columns = Exercise(
 
 def run_attention_received(attention_received: Callable[..., Any], x: torch.Tensor) -> Any:
     """Call the learner's ``attention_received`` with softmaxes and attention refused."""
-    with refusing(*SOFTMAXES, *ATTENTION, write="the attention weights, from torch.exp"):
-        return attention_received(x.clone())
+    return _answer(
+        attention_received,
+        x,
+        refused=(*SOFTMAXES, *LOGSUMEXPS, *ATTENTION),
+        write="the attention weights, from torch.exp",
+    )
 
 
 def assert_received(got: object, x: torch.Tensor) -> None:
@@ -281,9 +416,7 @@ def assert_favourites(got: object, x: torch.Tensor) -> None:
         got = got.detach().cpu().tolist()
     assert isinstance(got, (list, tuple)), f"expected a list of ints, got {type(got).__name__}"
     assert len(got) == t, f"expected one index per token ({t}), got {len(got)}"
-    assert all(isinstance(j, int) and not isinstance(j, bool) for j in got), (
-        "expected int token indices"
-    )
+    assert all(type(j) is int for j in got), "expected int token indices"
     expected = weights.argmax(dim=-1).tolist()
     if got != expected and got == weights.argmax(dim=0).tolist():
         raise AssertionError("took the largest entry of each column, not of each row")
@@ -307,8 +440,7 @@ def favourites_of_any_sentence(favourites):
 
 def run_favourites(favourites: Callable[..., Any], x: torch.Tensor) -> Any:
     """Call the learner's ``favourites`` with ready-made attention refused."""
-    with refusing(*ATTENTION, write="the scores or the weights"):
-        return favourites(x.clone())
+    return _answer(favourites, x, refused=ATTENTION, write="the scores or the weights")
 
 
 def favourites_rows_differ_from_self(x: torch.Tensor) -> bool:

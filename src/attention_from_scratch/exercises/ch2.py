@@ -8,19 +8,94 @@ the learner to build what the package already has, the answer runs with it refus
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.utils import _python_dispatch
 
 from ..trainable import SelfAttentionV1, SelfAttentionV2
 from ._core import Exercise, answer_tensor
 from ._shortcuts import refusing
 
+
+def _aten(*names: str) -> tuple[Any, ...]:
+    """torch.ops.aten's operators of these names that this torch has, each overload too."""
+    packets = [getattr(torch.ops.aten, name) for name in names if hasattr(torch.ops.aten, name)]
+    return (*packets, *(getattr(op, overload) for op in packets for overload in op.overloads()))
+
+
 _ATTENTION_SHORTCUTS = (
     SelfAttentionV1,
     SelfAttentionV2,
-    torch.nn.functional.scaled_dot_product_attention,
+    F.scaled_dot_product_attention,
+    F.multi_head_attention_forward,
     nn.MultiheadAttention,
+    *_aten(
+        "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable", "_native_multi_head_attention",
+    ),
+)  # fmt: skip
+# The package's attention of later chapters, refused by name (this module may not import
+# them): with the check's weights copied in, each computes the same context vectors.
+_LATER_ATTENTION = tuple(
+    f"attention_from_scratch.{name}"
+    for name in (
+        "causal.CausalAttention.forward",
+        "causal.CrossAttention.forward",
+        "multihead.MultiHeadAttentionWrapper.forward",
+        "multihead.MultiHeadAttention.forward",
+        "multihead.MultiHeadAttention.attend",
+        "multihead.WideMultiHeadAttention.forward",
+        "scale.CachedAttention.forward",
+        "scale.CachedAttention.attend",
+        "scale.GroupedQueryAttention.attend",
+        "scale.tiled_attention",
+        "scale.TiledAttention.forward",
+        "training.TinyCausalModel.forward",
+    )
 )
+
+
+def _modes() -> list[Any]:
+    """torch's function and dispatch modes now on, ``torch.set_default_device``'s excepted."""
+    function_modes = getattr(torch.overrides, "_get_current_function_mode_stack", list)
+    dispatch_modes = getattr(_python_dispatch, "_get_current_dispatch_mode_stack", list)
+    device_mode = getattr(getattr(torch.utils, "_device", None), "DeviceContext", ())
+    return [
+        mode for mode in [*function_modes(), *dispatch_modes()] if not isinstance(mode, device_mode)
+    ]
+
+
+def _answer(
+    function: Callable[..., Any],
+    *args: Any,
+    refused: tuple[Any, ...],
+    write: str,
+    named: tuple[str, ...] = (),
+) -> Any:
+    """Call a learner's function with ``refused`` (and ``named``) refused, and return what
+    it returned, checked to be plain: a tensor subclass could compute its values later,
+    outside the refusal, and an int subclass could compare equal to anything. No torch mode
+    that could change what the check computes may be on, before or after. The check
+    computes its own expectation only after this returns, so the answer cannot read it from
+    the check's frame."""
+    assert callable(function), "the answer must be a function"
+    assert not _modes(), "a torch mode is switched on in the notebook; switch it off"
+    with refusing(*refused, write=write, named=named):
+        got = function(*args)
+    assert not _modes(), "the answer left a torch mode switched on; return a plain result"
+    items = got if type(got) in (tuple, list) else (got,)
+    for item in items:
+        if isinstance(item, (torch.Tensor, int)):
+            assert type(item) in (torch.Tensor, int, bool), (
+                f"expected a plain torch.Tensor or int, got the subclass {type(item).__name__}"
+            )
+    return got
 
 
 def _draw(generator: torch.Generator, *shape: int) -> torch.Tensor:
@@ -41,12 +116,16 @@ def _check_v2_into_v1(v2_into_v1: object, d_in: int, d_out: int, seed: int, x_sh
     """Call the learner's transfer function on a module of the check's own and compare."""
     assert callable(v2_into_v1), "`v2_into_v1` must be a function"
     v2 = _seeded_v2(d_in, d_out, seed)
+    # As the learner's notebook runs it, autograd recording.
+    v1 = _answer(v2_into_v1, v2, refused=(), write="the copy")
+    # The check's own reference, rebuilt from the seeds after the answer ran: nothing the
+    # answer could reach (the check's frame included) takes part.
+    reference = _seeded_v2(d_in, d_out, seed)
     names = ("W_query", "W_key", "W_value")
-    stored = {name: getattr(v2, name).weight.detach().clone() for name in names}
+    stored = {name: getattr(reference, name).weight.detach().clone() for name in names}
     x = _draw(torch.Generator().manual_seed(seed + 1), *x_shape)
     with torch.no_grad():
-        expected = v2(x)  # the check's own reference, before the answer runs
-    v1 = v2_into_v1(v2)  # as the learner's notebook runs it, autograd recording
+        expected = reference(x)
     assert type(v1) is SelfAttentionV1, (
         f"v2_into_v1 returned {type(v1).__name__}, expected a new SelfAttentionV1"
     )
@@ -114,11 +193,16 @@ def _check_count(qkv_parameter_count: object, cases) -> None:
     """Call the learner's count on the check's sizes, with the modules refused."""
     assert callable(qkv_parameter_count), "`qkv_parameter_count` must be a function"
     for d_in, d_out, bias in cases:
-        with refusing(
-            SelfAttentionV1, SelfAttentionV2, nn.Linear, write="the count from the sizes"
-        ):
-            got = qkv_parameter_count(d_in, d_out, bias)
-        assert isinstance(got, int) and not isinstance(got, bool), (
+        # nn.Module.__init__: any module at all (a convolution, nn.Bilinear) is built.
+        got = _answer(
+            qkv_parameter_count,
+            d_in,
+            d_out,
+            bias,
+            refused=(SelfAttentionV1, SelfAttentionV2, nn.Linear, nn.Module.__init__),
+            write="the count from the sizes",
+        )
+        assert type(got) is int, (
             f"qkv_parameter_count returned {type(got).__name__}, expected an int"
         )
         wanted = _expected_count(d_in, d_out, bias)
@@ -159,10 +243,20 @@ def _check_context(context_vector: object, t: int, d_in: int, d_out: int, i: int
     generator = torch.Generator().manual_seed(seed)
     x = _draw(generator, t, d_in)
     w_query, w_key, w_value = (_draw(generator, d_in, d_out) for _ in range(3))
-    expected = _reference_context(x, w_query, w_key, w_value, i)
-    with refusing(*_ATTENTION_SHORTCUTS, write="the context vector, step by step"):
-        got = context_vector(x.clone(), w_query.clone(), w_key.clone(), w_value.clone(), i)
+    got = _answer(
+        context_vector,
+        *(tensor.clone() for tensor in (x, w_query, w_key, w_value)),
+        i,
+        refused=_ATTENTION_SHORTCUTS,
+        write="the context vector, step by step",
+        named=_LATER_ATTENTION,
+    )
     got = answer_tensor(got, (d_out,))
+    # The check's own inputs, drawn again after the answer ran (it could reach the first).
+    generator = torch.Generator().manual_seed(seed)
+    x = _draw(generator, t, d_in)
+    w_query, w_key, w_value = (_draw(generator, d_in, d_out) for _ in range(3))
+    expected = _reference_context(x, w_query, w_key, w_value, i)
     if torch.allclose(got, expected, atol=1e-4):
         return
     keys, values = x @ w_key, x @ w_value
@@ -220,12 +314,21 @@ def _tied_result(tied_attention: object, t: int, d_in: int, d_out: int, bias: bo
     layer = _seeded_linear(d_in, d_out, bias, seed)
     x = _draw(torch.Generator().manual_seed(seed + 1), t, d_in)
     with torch.no_grad():
+        got = _answer(
+            tied_attention,
+            x.clone(),
+            layer,
+            refused=_ATTENTION_SHORTCUTS,
+            write="the tied scores and weights",
+            named=_LATER_ATTENTION,
+        )
+        # The check's own layer and inputs, built again after the answer ran.
+        layer = _seeded_linear(d_in, d_out, bias, seed)
+        x = _draw(torch.Generator().manual_seed(seed + 1), t, d_in)
         q = layer(x)  # (t, d_out), queries and keys alike
         scores = q @ q.T  # (t, t)
         weights = torch.softmax(scores / d_out**0.5, dim=-1)  # (t, t)
-        with refusing(*_ATTENTION_SHORTCUTS, write="the tied scores and weights"):
-            got = tied_attention(x.clone(), layer)
-    assert isinstance(got, tuple) and len(got) == 2, (
+    assert type(got) is tuple and len(got) == 2, (
         "tied_attention must return the pair (scores, weights)"
     )
     return (answer_tensor(got[0], (t, t)), answer_tensor(got[1], (t, t))), (scores, weights)
@@ -269,12 +372,19 @@ sigma = Exercise(
 
 def _check_dots(dot_products: object, n: int, d_k: int, sigma_: float, seed: int) -> None:
     """Call the learner's function with the check's generator and compare the draws."""
-    assert callable(dot_products), "`dot_products` must be a function"
-    reference = torch.Generator().manual_seed(seed)
+    got = _answer(
+        dot_products,
+        n,
+        d_k,
+        sigma_,
+        torch.Generator().manual_seed(seed),
+        refused=(),
+        write="the dot products",
+    )
+    reference = torch.Generator().manual_seed(seed)  # drawn after the answer ran
     q = sigma_ * torch.randn(n, d_k, generator=reference)  # (n, d_k)
     k = sigma_ * torch.randn(n, d_k, generator=reference)  # (n, d_k)
     expected = (q * k).sum(dim=-1)  # (n,)
-    got = dot_products(n, d_k, sigma_, torch.Generator().manual_seed(seed))
     assert isinstance(got, torch.Tensor) and tuple(got.shape) == (n,), (
         f"dot_products must return a tensor of shape ({n},), one dot product per pair"
     )
