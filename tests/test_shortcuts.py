@@ -100,6 +100,7 @@ def test_bad_arguments_are_refused_by_name(shortcuts, write) -> None:
         "setprofile",  # remove the hook, then call
         "disable",  # leave torch's function modes, then call
         "thread",  # call from another thread
+        "heap",  # find the refusals' state through the garbage collector, disarm it
     ],
 )
 def test_an_answer_that_dodges_the_refusal_still_fails(escape: str) -> None:
@@ -123,6 +124,13 @@ def test_an_answer_that_dodges_the_refusal_still_fails(escape: str) -> None:
         if escape == "disable":
             with torch._C.DisableTorchFunction():
                 return torch.softmax(x, -1)
+        if escape == "heap":
+            import gc
+
+            for found in gc.get_objects():
+                if type(found).__name__ == "_Refusals":
+                    found.armed = False
+            return torch.softmax(x, -1)
         out = []
         thread = threading.Thread(target=lambda: out.append(torch.softmax(x, -1)))
         thread.start()

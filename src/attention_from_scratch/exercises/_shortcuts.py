@@ -19,16 +19,16 @@ Two mechanisms, because two kinds of function can be refused:
 
 A refused call fails the answer even when the answer catches the exception and goes on, and
 so does an attempt to switch the refusals off (replacing the hook, starting a thread, leaving
-torch's function modes). Calls below torch's Python layer (``torch.ops.aten``) are not seen:
-a check that must close those too compares the answer's work with what it asks.
-
-Introduced in chapter 1.
+torch's function modes, looking for the refusals' state through the garbage collector).
+Calls below torch's Python layer (``torch.ops.aten``) are seen only when their overloads are
+listed: a check that must close those too compares the answer's work with what it asks.
 """
 
 from __future__ import annotations
 
 import _thread
 import contextlib
+import gc
 import sys
 import threading
 import types
@@ -113,14 +113,18 @@ def _message(write: str, name: str) -> str:
 
 
 def _escapes() -> tuple[dict[Any, str], dict[types.CodeType, str]]:
-    """What would switch the refusals off: replacing the profiling hook, or starting a thread
-    (each thread has its own hook). Built-ins are seen when called ("c_call"), Python
-    functions by their code. (Leaving torch's function modes is caught apart: torch itself
-    pops and pushes modes while it runs one.)"""
+    """What would switch the refusals off: replacing the profiling hook, starting a thread
+    (each thread has its own hook), or finding the refusals' state in the heap. Built-ins are
+    seen when called ("c_call"), Python functions by their code. (Leaving torch's function
+    modes is caught apart: torch itself pops and pushes modes while it runs one.)"""
     builtins = {
         sys.setprofile: "sys.setprofile",
         sys.settrace: "sys.settrace",
         _thread.start_new_thread: "a new thread",
+        # The refusals' own state can be reached only through the garbage collector.
+        gc.get_objects: "gc.get_objects",
+        gc.get_referrers: "gc.get_referrers",
+        gc.get_referents: "gc.get_referents",
     }
     if (function := getattr(_thread, "start_joinable_thread", None)) is not None:
         builtins[function] = "a new thread"
