@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,9 +109,14 @@ def commit() -> str:
 
 
 def build_wheel(folder: Path) -> Path:
-    """The course package as a wheel, built from this checkout."""
+    """The course package as a wheel, built from a copy of this checkout's package (a build
+    in the checkout itself would leave build/ and *.egg-info/ behind)."""
+    source = folder / "source"
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
     pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, "--wheel-dir", str(folder), str(ROOT)], check=True)
+    subprocess.run([*pip, "--wheel-dir", str(folder), str(source)], check=True)
     (wheel,) = folder.glob("attention_from_scratch-*.whl")
     return wheel
 
