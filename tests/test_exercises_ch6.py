@@ -88,6 +88,25 @@ def test_rotate_half_names_the_interleaved_pairs_and_a_missing_offset() -> None:
     assert "start at `offset`" in reasons("ch6-ex-rotate-half", {"rotate_half": no_offset})
 
 
+def test_rotate_half_with_wrong_frequencies_earns_nothing() -> None:
+    # theta_i = 10000**(-i / d_h): right for the one pair of d_h = 2, wrong beyond it.
+    def wrong_theta(x, offset=0):
+        t, d_h = x.shape[-2], x.shape[-1]
+        half = d_h // 2
+        out = torch.empty_like(x)
+        for row in range(t):
+            for i in range(half):
+                angle = (offset + row) * 10000 ** (-i / d_h)
+                a, b = x[..., row, i], x[..., row, i + half]
+                out[..., row, i] = a * math.cos(angle) - b * math.sin(angle)
+                out[..., row, i + half] = a * math.sin(angle) + b * math.cos(angle)
+        return out
+
+    result = run_checks("ch6-ex-rotate-half", {"rotate_half": wrong_theta}, hidden=True)
+    assert result.earned == 0
+    assert "wrong frequencies" in reasons("ch6-ex-rotate-half", {"rotate_half": wrong_theta})
+
+
 # ------------------------------------------------------------------------------ extrapolate
 
 
@@ -126,6 +145,17 @@ def test_accuracy_from_lazy_answers_fail() -> None:
         return accuracy_from_by_hand(model, inputs, targets, 9)
 
     assert not full_marks("ch6-ex-extrapolate", {"accuracy_from": fixed_start})
+
+
+def test_accuracy_from_on_sliced_inputs_fails() -> None:
+    # Slicing moves every token to another position: on the chapter's models it gives the
+    # same wrong figure for every encoding.
+    def sliced(model, inputs, targets, start):
+        return evaluate(model, inputs[:, start:], targets[:, start:])
+
+    result = run_checks("ch6-ex-extrapolate", {"accuracy_from": sliced}, hidden=True)
+    assert result.earned < 2  # the public check and the hidden start=10 case fail
+    assert "sliced from `start`" in reasons("ch6-ex-extrapolate", {"accuracy_from": sliced})
 
 
 # ------------------------------------------------------------------------- ablate induction
@@ -194,6 +224,16 @@ def test_switching_off_the_whole_layer_or_leaving_a_hook_fails() -> None:
 
     assert "changed afterwards" in reasons(
         "ch6-ex-ablate-induction", {"logits_without_head": hook_left_behind}
+    )
+
+    def weights_zeroed_and_kept(model, tokens, layer, head):
+        d_h = model.attention[layer].head_dim
+        with torch.no_grad():
+            model.attention[layer].out_proj.weight[:, head * d_h : (head + 1) * d_h] = 0
+            return model(tokens)
+
+    assert "weights are changed" in reasons(
+        "ch6-ex-ablate-induction", {"logits_without_head": weights_zeroed_and_kept}
     )
 
     def intact(model, tokens, layer, head):
@@ -271,6 +311,16 @@ def test_order_blind_bounds_must_be_measured_on_the_checks_sequences() -> None:
         return (counts.max(dim=-1).values / torch.arange(k + 1, inputs.shape[1] + 1)).mean(0)
 
     assert "not its own" in reasons("ch6-ex-why-order-blind", {"bound_by_position": with_own_token})
+
+    def counts_up_to_i_minus_k(inputs, vocab_size, k):  # right for k = 1 only
+        counts = F.one_hot(inputs, vocab_size).cumsum(dim=1)[:, :-k]  # tokens 0..i-k
+        seen = torch.arange(k, inputs.shape[1], dtype=torch.float64)
+        return (counts.max(dim=-1).values / seen).mean(dim=0)
+
+    result = run_checks(
+        "ch6-ex-why-order-blind", {"bound_by_position": counts_up_to_i_minus_k}, hidden=True
+    )
+    assert result.earned == 0
 
     def built_in_sizes(inputs, vocab_size, k):
         return bound_by_position_by_hand(inputs, 5, 2)[: inputs.shape[1] - k]

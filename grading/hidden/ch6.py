@@ -35,12 +35,14 @@ def keeps_float64_and_the_input(rotate_half):
 
 @rotate_half.check(
     points=1,
-    hint="The smallest head, d_h = 2, has one pair: feature 0 with feature 1.",
+    hint="Small heads far from position 0: d_h = 2 has one pair, feature 0 with feature 1; "
+    "d_h = 6 has three, each with its own frequency.",
     hidden=True,
 )
-def one_pair_far_away(rotate_half):
-    x = torch.randn(3, 2, generator=torch.Generator().manual_seed(72))  # (t, d_h)
-    compare_rotation(call_rotate_half(rotate_half, x, 1000), x, 1000, atol=1e-3)
+def small_heads_far_away(rotate_half):
+    for d_h in (2, 6):
+        x = torch.randn(3, d_h, generator=torch.Generator().manual_seed(72))  # (t, d_h)
+        compare_rotation(call_rotate_half(rotate_half, x, 1000), x, 1000, atol=1e-3)
 
 
 extrapolate = get_exercise("ch6-ex-extrapolate")
@@ -89,4 +91,4 @@ why_order_blind = get_exercise("ch6-ex-why-order-blind")
     hidden=True,
 )
 def other_vocab_and_k(bound_by_position):
-    check_bound_by_position(bound_by_position, seed=77, b=20, t=12, vocab=3, k=1)
+    check_bound_by_position(bound_by_position, seed=77, b=20, t=12, vocab=3, k=4)

@@ -1476,10 +1476,12 @@ def draw_induction_circuit(
             f"(token {sequence[query]!r} first occurs there)"
         )
     source = earlier[-1]
-    spacing = (_WIDTH - 0.4) / t
-    width = _WIDTH
-    height = 3.0
-    base = 1.5
+    # At most 0.32 inches per token, so that a short sequence gives a narrow figure whose
+    # text stays legible when a phone scales it down to its width.
+    width = min(_WIDTH, 0.4 + 0.32 * t)
+    spacing = (width - 0.4) / t
+    height = 3.4
+    base = 1.55
     box = min(spacing * 0.85, 0.3)
     with _figure(width, height) as (fig, ax):
         xs = [0.25 + (i + 0.5) * spacing for i in range(t)]
@@ -1523,20 +1525,19 @@ def draw_induction_circuit(
                 _text(ax, xs[i], base - box / 2 - 0.02, str(i), va="top", color="#777777", zorder=4)
         target = int(ind[query].argmax())
         second = (
-            f'second layer, induction head: query {query} ("{sequence[query]}") attends most to '
+            f'second layer, induction head:\nquery {query} ("{sequence[query]}") attends most to '
             f'key {target} ("{sequence[target]}"),\nwhich followed the earlier '
             f'"{sequence[query]}" at position {source}'
         )
-        _text(ax, 0.1, height - 0.25, second, ha="left", color=HEAD_COLOURS[1])
+        note = {"ha": "left", "size": _LABEL_PT}
+        _text(ax, 0.1, height - 0.1, second, va="top", color=HEAD_COLOURS[1], **note)
         prediction = f'→ the model can predict "{sequence[target]}" at position {query + 1}'
-        _text(
-            ax, 0.1, height - 0.62, prediction, ha="left", color=HEAD_COLOURS[1], fontweight="bold"
-        )
+        _text(ax, 0.1, height - 0.8, prediction, color=HEAD_COLOURS[1], fontweight="bold", **note)
         first = (
-            "first layer, previous-token head: the strongest key of each position up to the query,"
-            f'\nso that position {source + 1} carries "{sequence[source]}", the token before it'
+            "first layer, previous-token head: the\nstrongest key of each position up to the"
+            f'\nquery, so position {source + 1} carries "{sequence[source]}", the token before it'
         )
-        _text(ax, 0.1, 0.4, first, ha="left", color=HEAD_COLOURS[0])
+        _text(ax, 0.1, 0.05, first, va="bottom", color=HEAD_COLOURS[0], **note)
     return fig
 
 
@@ -1623,7 +1624,8 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     ``tiled_attention`` visits them (query ``i`` at position ``s - t + i``). A tile wholly
     in the future of its queries is skipped (vermillion outline, no fill); a tile that
     crosses the diagonal is computed and then masked above it (hatched cells); every other
-    tile is computed whole (orange). The counts are written in the legend.
+    tile is computed whole (grey: scores have no role colour). The counts are written in the
+    legend.
 
     Args:
         num_queries: ``t``, 1 to 32.
@@ -1649,7 +1651,7 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     width = s * cell + 2.85
     height = t * cell + 1.2
     counts = {"computed": 0, "partly masked": 0, "skipped": 0}
-    fill = _tint(ROLE_COLOURS["key"], 0.55)  # of a computed tile
+    fill = "#BDBDBD"  # of a computed tile: neutral grey, scores have no role colour
     hatched = {"facecolor": "white", "edgecolor": ROLE_COLOURS["mask"], "hatch": "////", "lw": 0}
     with _figure(width, height) as (fig, ax):
         left, top = 0.75, height - 0.75

@@ -44,10 +44,13 @@ def _as_float(value: object, name: str) -> float:
 # ------------------------------------------------------------------------------ rotate half
 
 
-def rotated_half_by_formula(x: torch.Tensor, offset: int, sign: float = 1.0) -> torch.Tensor:
+def rotated_half_by_formula(
+    x: torch.Tensor, offset: int, sign: float = 1.0, exponent: float = 2.0
+) -> torch.Tensor:
     """``x``, ``(..., t, d_h)``, rotated in the rotate-half convention, pair by pair with
     ``math.cos`` and ``math.sin``: features ``i`` and ``i + d_h / 2`` of the vector at
-    position ``offset + row`` turn by ``sign * p * theta_i`` (the reference of the checks).
+    position ``offset + row`` turn by ``sign * p * theta_i`` (the reference of the checks),
+    ``theta_i = 10000**(-exponent * i / d_h)``; the default ``exponent=2`` is the right one.
 
     Introduced in chapter 6.
     """
@@ -58,7 +61,7 @@ def rotated_half_by_formula(x: torch.Tensor, offset: int, sign: float = 1.0) -> 
     for row in range(t):
         p = offset + row
         for i in range(half):
-            angle = sign * p * 10000 ** (-2 * i / d_h)
+            angle = sign * p * 10000 ** (-exponent * i / d_h)
             cos, sin = math.cos(angle), math.sin(angle)
             a, b = x[..., row, i], x[..., row, i + half]
             out[..., row, i] = a * cos - b * sin
@@ -103,6 +106,10 @@ def compare_rotation(out: torch.Tensor, x: torch.Tensor, offset: int, atol: floa
         raise AssertionError("positions must start at `offset`, not at 0")
     if torch.allclose(out, rotated_half_by_formula(x, offset, sign=-1.0), atol=atol):
         raise AssertionError("each pair turns the wrong way: (a cos - b sin, a sin + b cos)")
+    if torch.allclose(out, rotated_half_by_formula(x, offset, exponent=1.0), atol=atol):
+        raise AssertionError(
+            "wrong frequencies theta_i: the exponent counts features, two per pair, over d_h"
+        )
     raise AssertionError(f"wrong rotation for x of shape {tuple(x.shape)}, offset={offset}")
 
 
@@ -136,8 +143,9 @@ def any_head_size(rotate_half):
 # ------------------------------------------------------------------------------ extrapolate
 
 
-class _NextToken(nn.Module):
-    """A hand-made model that always predicts ``(token + 1) % vocab`` (the checks' model)."""
+class _TokenPlusPosition(nn.Module):
+    """A hand-made model that predicts ``(token + position) % vocab`` at every position (the
+    checks' model): like the chapter's models, its answers depend on where a token sits."""
 
     def __init__(self, vocab: int) -> None:
         super().__init__()
@@ -145,16 +153,19 @@ class _NextToken(nn.Module):
         self.anchor = nn.Parameter(torch.zeros(()))  # so that the model has a device
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return F.one_hot((tokens + 1) % self.vocab, self.vocab).float() + self.anchor
+        position = torch.arange(tokens.shape[-1], device=tokens.device)  # (t,)
+        predicted = (tokens + position) % self.vocab  # (b, t)
+        return F.one_hot(predicted, self.vocab).float() + self.anchor
 
 
 def accuracy_case(seed: int, b: int, t: int, vocab: int, start: int):
     """A model, inputs and targets for ``accuracy_from``, and the expected accuracies: the
-    right one, one that also counts positions before ``start``, and one that also counts
-    the ``IGNORE_INDEX`` targets as wrong."""
+    right one, one that also counts positions before ``start``, one that also counts the
+    ``IGNORE_INDEX`` targets as wrong, and one from the model run on the inputs sliced from
+    ``start`` (which moves every token to another position)."""
     g = _generator(seed)
     inputs = torch.randint(0, vocab, (b, t), generator=g)
-    right = (inputs + 1) % vocab  # what the model predicts
+    right = (inputs + torch.arange(t)) % vocab  # what the model predicts
     wrong = (right + torch.randint(1, vocab, (b, t), generator=g)) % vocab
     correct = torch.rand(b, t, generator=g) < torch.where(torch.arange(t) < start, 0.1, 0.7)
     targets = torch.where(correct, right, wrong)
@@ -166,16 +177,21 @@ def accuracy_case(seed: int, b: int, t: int, vocab: int, start: int):
     expected = right_late / int((scored & late).sum())
     everywhere = int((correct & scored).sum()) / int(scored.sum())
     with_ignored = right_late / (b * int(late.sum()))
-    return _NextToken(vocab), inputs, targets, (expected, everywhere, with_ignored)
+    moved = (inputs[:, start:] + torch.arange(t - start)) % vocab  # sliced, then run
+    sliced = int(((moved == targets[:, start:]) & scored[:, start:]).sum()) / int(
+        scored[:, start:].sum()
+    )
+    expected_values = (expected, everywhere, with_ignored, sliced)
+    return _TokenPlusPosition(vocab), inputs, targets, expected_values
 
 
 def check_accuracy_from(accuracy_from, seed: int, b: int, t: int, vocab: int, start: int):
     assert callable(accuracy_from), "`accuracy_from` must be a function"
-    model, inputs, targets, (expected, everywhere, with_ignored) = accuracy_case(
+    model, inputs, targets, (expected, everywhere, with_ignored, sliced) = accuracy_case(
         seed, b, t, vocab, start
     )
     given = targets.clone()
-    value = _as_float(accuracy_from(model, inputs, given, start), "accuracy_from")
+    value = _as_float(accuracy_from(model, inputs.clone(), given, start), "accuracy_from")
     assert torch.equal(given, targets), (
         "accuracy_from changed the targets it was given: clone them before marking positions"
     )
@@ -183,6 +199,12 @@ def check_accuracy_from(accuracy_from, seed: int, b: int, t: int, vocab: int, st
         raise AssertionError(f"positions before start={start} were counted")
     if abs(value - with_ignored) < 1e-9 and abs(expected - with_ignored) > 1e-6:
         raise AssertionError("targets equal to IGNORE_INDEX were counted as wrong answers")
+    if abs(value - sliced) < 1e-9 and abs(expected - sliced) > 1e-6:
+        raise AssertionError(
+            "the model was run on the inputs sliced from `start`: slicing moves every token "
+            "to another position, and the model's answers depend on position; run it on the "
+            "whole sequence and choose which positions count"
+        )
     assert abs(value - expected) < 1e-9, (
         f"expected {expected:.4f} for t={t}, start={start}, got {value:.4f}"
     )
@@ -255,7 +277,13 @@ def check_head_ablation(logits_without_head, seed, num_layers, num_heads, positi
     expected = logits_by_hand(model, tokens, layer, head, "head")
     with torch.no_grad():
         before = model(tokens)
+    weights = {name: w.detach().clone() for name, w in model.state_dict().items()}
     out = _as_tensor(logits_without_head(model, tokens, layer, head), (4, 9, 11)).float()
+    changed = [name for name, w in model.state_dict().items() if not torch.equal(w, weights[name])]
+    assert not changed, (
+        f"the model's weights are changed afterwards ({', '.join(changed[:2])}): switching a "
+        "head off must leave every weight as it was"
+    )
     with torch.no_grad():
         after = model(tokens)
     assert torch.allclose(after, before), (
