@@ -116,12 +116,39 @@ def cumsum_without_zeroing_pads(padding_mask):  # the old solution: right pads k
     return ((~padding_mask).long().cumsum(dim=1) - 1).clamp(min=0)
 
 
+def looped_positions(padding_mask):  # right, but a Python loop over the tokens
+    ids = torch.zeros_like(padding_mask, dtype=torch.long)
+    for row in range(padding_mask.shape[0]):
+        seen = 0
+        for col in range(padding_mask.shape[1]):
+            if not padding_mask[row, col]:
+                ids[row, col] = seen
+                seen += 1
+    return ids
+
+
+def listed_positions(padding_mask):  # right, in plain Python over .tolist()
+    rows = []
+    for row in padding_mask.tolist():
+        real = [not pad for pad in row]
+        rows.append([0 if pad else sum(real[:j]) for j, pad in enumerate(row)])
+    return torch.tensor(rows)
+
+
 def test_position_ids_a_counting_answer_earns_full_marks() -> None:
     assert full_marks("ch7-ex-position-ids", {"shifted_positions": counted_positions})
 
 
 def test_position_ids_the_left_padding_formula_fails() -> None:
     assert "pad" in reasons("ch7-ex-position-ids", {"shifted_positions": page_formula})
+
+
+def test_position_ids_a_loop_over_the_tokens_loses_the_points() -> None:
+    for answer in (looped_positions, listed_positions):
+        result = run_checks("ch7-ex-position-ids", {"shifted_positions": answer}, hidden=True)
+        failed = [c for c in result.checks if not c.passed]
+        assert [c.name for c in failed] == ["counts_the_real_tokens"]
+        assert "a Python loop over the tokens" in failed[0].reason
 
 
 def test_position_ids_pads_after_the_tokens_must_be_zero() -> None:
@@ -226,6 +253,65 @@ def wrong_order(q, k, v):  # query head i reads key/value head i % h_kv
         weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
         heads.append(weights @ v[:, i % h_kv])
     return torch.stack(heads, dim=1)
+
+
+def gathered(q, k, v):  # the folded form, with keys gathered g times by an index
+    h, t, d_h = q.shape[1:]
+    g = h // k.shape[1]
+    index = torch.arange(h) // g
+    keys, values = k[:, index], v[:, index]  # (b, h, t, d_h): a g-fold copy
+    scores = q @ keys.transpose(2, 3) / math.sqrt(d_h)
+    future = torch.ones(t, t, dtype=torch.bool).triu(1)
+    weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+    return weights @ values
+
+
+def selected(q, k, v):  # index_select instead of an index
+    g = q.shape[1] // k.shape[1]
+    index = torch.arange(q.shape[1]) // g
+    k, v = k.index_select(1, index), v.index_select(1, index)
+    return gathered(q, k, v)
+
+
+def head_by_head(q, k, v):  # right, one query head at a time, then torch.stack
+    h, t, d_h = q.shape[1:]
+    g = h // k.shape[1]
+    future = torch.ones(t, t, dtype=torch.bool).triu(1)
+    heads = []
+    for i in range(h):
+        scores = q[:, i] @ k[:, i // g].transpose(1, 2) / math.sqrt(d_h)
+        weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        heads.append(weights @ v[:, i // g])
+    return torch.stack(heads, dim=1)
+
+
+def head_by_head_in_place(q, k, v):  # the same loop, writing into one output
+    h, t, d_h = q.shape[1:]
+    g = h // k.shape[1]
+    future = torch.ones(t, t, dtype=torch.bool).triu(1)
+    out = torch.empty_like(q)
+    for i in range(h):
+        scores = q[:, i] @ k[:, i // g].transpose(1, 2) / math.sqrt(d_h)
+        weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        out[:, i] = weights @ v[:, i // g]
+    return out
+
+
+def only_the_fold_fails(answer) -> str:
+    result = run_checks("ch7-ex-group-heads", {"folded_attention": answer}, hidden=True)
+    failed = [c for c in result.checks if not c.passed]
+    assert [c.name for c in failed] == ["multiplies_without_a_group_broadcast"]
+    return failed[0].reason
+
+
+def test_group_heads_copies_of_the_keys_lose_the_fold_point() -> None:
+    assert "g times the size of the keys" in only_the_fold_fails(gathered)
+    assert "g times the size of the keys" in only_the_fold_fails(selected)
+
+
+def test_group_heads_a_loop_over_the_heads_loses_the_fold_point() -> None:
+    assert "a loop over the heads" in only_the_fold_fails(head_by_head)
+    assert "a loop over the heads" in only_the_fold_fails(head_by_head_in_place)
 
 
 def test_group_heads_a_folded_answer_earns_full_marks() -> None:

@@ -10,13 +10,18 @@ torch or the package already has, the answer runs with that shortcut refused.
 from __future__ import annotations
 
 import math
+import os
+import sys
+import sysconfig
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
 
+from .. import scale as _scale
 from ..multihead import MultiHeadAttention
 from ..scale import CachedAttention, GroupedQueryAttention, KVCache, measure_peak_memory
 from ._core import Exercise, answer_tensor
@@ -212,15 +217,62 @@ def compare_positions(shifted_positions: Callable, mask: list[list[bool]]) -> No
     )
 
 
+_LIBRARY_CODE = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep
+    for path in (
+        torch.__file__,
+        _scale.__file__,
+        *(sysconfig.get_paths()[key] + os.sep for key in ("stdlib", "purelib", "platlib")),
+    )
+)
+
+
+def python_lines(fn: Callable, *args: object) -> tuple[object, int]:
+    """Call ``fn(*args)`` and count the lines of Python it runs outside torch, this package
+    and the standard library: the learner's own code, whose count grows with the length of a
+    row when it loops over the tokens (comprehensions included).
+
+    Introduced in chapter 7.
+    """
+    lines = 0
+
+    def local(frame, event, arg):
+        nonlocal lines
+        lines += event == "line"
+        return local
+
+    def calls(frame, event, arg):
+        return None if frame.f_code.co_filename.startswith(_LIBRARY_CODE) else local
+
+    previous = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        result = fn(*args)
+        switched_off = sys.gettrace() is not calls
+    finally:
+        sys.settrace(previous)
+    assert not switched_off, "the answer replaced the check's line counter"
+    return result, lines
+
+
 @position_ids.check(
     points=2,
     hint="A real token's id is the number of real tokens before it in its row; a pad gets "
-    "0 wherever it sits. Which running operation over a row counts what came before?",
+    "0 wherever it sits. Which running operation over a row counts what came before? "
+    "Work on whole rows at once: the check counts the Python lines your function runs.",
 )
 def counts_the_real_tokens(shifted_positions):
     generator = torch.Generator().manual_seed(74)
     compare_positions(shifted_positions, padded_on_both_sides(generator, 5, 9))
     compare_positions(shifted_positions, [[True, False, False, True], [False, False, True, True]])
+    short, long = (torch.tensor(padded_on_both_sides(generator, 3, t)) for t in (8, 64))
+    _, lines_short = python_lines(shifted_positions, short)
+    _, lines_long = python_lines(shifted_positions, long)
+    assert lines_long <= lines_short + 4, (
+        f"your function ran {lines_short} lines of Python for rows of 8 tokens and "
+        f"{lines_long} for rows of 64: a Python loop over the tokens; use tensor operations "
+        "over whole rows instead"
+    )
 
 
 online_softmax = Exercise("ch7-ex-online-softmax", chapter=7)
@@ -462,22 +514,85 @@ class _BroadcastProducts(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+class _KeyCopies(_scale._TorchDispatchMode):  # type: ignore[misc, valid-type]
+    """Counts the operations an answer runs, and records every new tensor computed from the
+    keys or values (by any operation but a matrix product) that is at least ``g`` times the
+    size of its largest such input: a gathered, repeated or stacked copy of them.
+
+    Introduced in chapter 7.
+    """
+
+    PRODUCTS = frozenset(
+        getattr(torch.ops.aten, name).default
+        for name in ("mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "dot")
+    )
+
+    def __init__(self, sources: tuple[torch.Tensor, ...], g: int) -> None:
+        super().__init__()
+        self.g = g
+        self.calls = 0
+        self.copies: list[str] = []
+        self.kept = list(sources)  # alive while counted: no address is reused
+        self.derived = {x.untyped_storage().data_ptr() for x in sources}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.calls += 1
+        inputs = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+        tainted = [x for x in inputs if x.untyped_storage().data_ptr() in self.derived]
+        if tainted:
+            given = {x.untyped_storage().data_ptr() for x in inputs}
+            largest = max(x.numel() for x in tainted)
+            for y in tree_flatten(out)[0]:
+                if not isinstance(y, torch.Tensor) or y.numel() == 0:
+                    continue
+                ptr = y.untyped_storage().data_ptr()
+                self.derived.add(ptr)
+                self.kept.append(y)
+                fresh = ptr not in given
+                if fresh and func not in self.PRODUCTS and y.numel() >= self.g * largest:
+                    self.copies.append(f"{func} made {tuple(y.shape)}")
+        return out
+
+
+def count_and_trace_copies(
+    folded_attention: Callable, shape: tuple[int, ...], seed: int
+) -> tuple[int, list[str], list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """Run the answer with the shortcuts refused; return how many operations it ran, the
+    ``g``-fold copies of the keys or values it made, and its broadcast products.
+
+    Introduced in chapter 7.
+    """
+    b, h, h_kv, t, d_h = shape
+    q, k, v = grouped_inputs(b, h, h_kv, t, d_h, seed=seed)
+    products, copies = _BroadcastProducts(), _KeyCopies((k, v), h // h_kv)
+    refused = refusing(*GROUPING_SHORTCUTS, write="the folded grouped-query attention")
+    with refused, products, copies:
+        result = folded_attention(q, k, v)
+    answer_tensor(result, (b, h, t, d_h))
+    return copies.calls, copies.copies, products.broadcast
+
+
 @group_heads.check(
     points=1,
-    hint="Every product must multiply operands with the same batch axes: a group axis of "
-    "size 1 broadcast against one of size g makes matmul expand the keys g times. Fold the "
-    "group into the rows instead.",
+    hint="Every product must multiply operands with the same batch axes, and no tensor g "
+    "times the size of the keys or values may be built from them: fold each group's query "
+    "heads into rows of one matrix per key/value head, with no loop over the heads.",
 )
 def multiplies_without_a_group_broadcast(folded_attention):
-    q, k, v = grouped_inputs(2, 6, 2, 4, 8, seed=79)
-    recorder = _BroadcastProducts()
-    refused = refusing(*GROUPING_SHORTCUTS, write="the folded grouped-query attention")
-    with refused, recorder:
-        result = folded_attention(q, k, v)
-    answer_tensor(result, (2, 6, 4, 8))
-    assert not recorder.broadcast, (
-        f"a product broadcast over a group axis: operands {recorder.broadcast[0][0]} and "
-        f"{recorder.broadcast[0][1]}"
+    calls, copies, broadcast = count_and_trace_copies(folded_attention, (2, 6, 2, 4, 8), 79)
+    assert not broadcast, (
+        f"a product broadcast over a group axis: operands {broadcast[0][0]} and "
+        f"{broadcast[0][1]} (matmul expands the keys g times to compute it)"
+    )
+    more_calls, _, _ = count_and_trace_copies(folded_attention, (2, 18, 2, 4, 8), 80)
+    assert more_calls <= calls + 2, (
+        f"the answer ran {calls} tensor operations for 6 query heads and {more_calls} for "
+        "18: a loop over the heads; fold each group into rows instead"
+    )
+    assert not copies, (
+        "a tensor g times the size of the keys or values was built from them (gathered, "
+        f"indexed, repeated or stacked: {copies[0]}); fold the queries into rows instead"
     )
 
 
