@@ -39,6 +39,38 @@ import torch
 import torch.overrides
 from torch.overrides import TorchFunctionMode
 
+#: The package's attention, by full name, with the chapter that introduces each: a check may
+#: not import a later chapter's module (the package's chapter order), so it refuses these by
+#: name (``refusing(..., named=later_attention(chapter))``).
+PACKAGE_ATTENTION = {
+    "trainable.SelfAttentionV1.forward": 2,
+    "trainable.SelfAttentionV2.forward": 2,
+    "causal.CausalAttention.forward": 3,
+    "causal.CrossAttention.forward": 3,
+    "multihead.MultiHeadAttentionWrapper.forward": 4,
+    "multihead.MultiHeadAttention.forward": 4,
+    "multihead.MultiHeadAttention.attend": 4,
+    "multihead.WideMultiHeadAttention.forward": 4,
+    "training.TinyCausalModel.forward": 6,
+    "scale.CachedAttention.forward": 7,
+    "scale.CachedAttention.attend": 7,
+    "scale.GroupedQueryAttention.attend": 7,
+    "scale.tiled_attention": 7,
+    "scale.TiledAttention.forward": 7,
+}
+
+
+def later_attention(chapter: int) -> tuple[str, ...]:
+    """The full names of the package's attention introduced after ``chapter``.
+
+    Introduced in chapter 1.
+    """
+    return tuple(
+        f"attention_from_scratch.{name}"
+        for name, introduced in PACKAGE_ATTENTION.items()
+        if introduced > chapter
+    )
+
 
 class ShortcutTaken(RuntimeError):
     """An answer called a function that its exercise asks the learner to write.

@@ -22,7 +22,7 @@ from ..simplified import (
     softmax_stable,
 )
 from ._core import Exercise, answer_tensor
-from ._shortcuts import refusing
+from ._shortcuts import later_attention, refusing
 
 
 def _aten(*names: str) -> tuple[Any, ...]:
@@ -105,25 +105,7 @@ SOFTMAXES = (
 # The package's attention of later chapters, refused by name: this module may not import
 # them (the package's chapter order). Each computes softmax(q k^T / sqrt(d)) v, which
 # identity projections or values turn into chapter 1's weights or context vectors.
-LATER_ATTENTION = tuple(
-    f"attention_from_scratch.{name}"
-    for name in (
-        "trainable.SelfAttentionV1.forward",
-        "trainable.SelfAttentionV2.forward",
-        "causal.CausalAttention.forward",
-        "causal.CrossAttention.forward",
-        "multihead.MultiHeadAttentionWrapper.forward",
-        "multihead.MultiHeadAttention.forward",
-        "multihead.MultiHeadAttention.attend",
-        "multihead.WideMultiHeadAttention.forward",
-        "scale.CachedAttention.forward",
-        "scale.CachedAttention.attend",
-        "scale.GroupedQueryAttention.attend",
-        "scale.tiled_attention",
-        "scale.TiledAttention.forward",
-        "training.TinyCausalModel.forward",
-    )
-)
+LATER_ATTENTION = later_attention(1)
 PACKAGE_ATTENTION = (simplified_attention, simplified_attention_loop)
 # Every ready-made way to attention weights: the package's, torch's fused kernels and module.
 ATTENTION = (

@@ -18,7 +18,7 @@ from torch.utils import _python_dispatch
 
 from ..trainable import SelfAttentionV1, SelfAttentionV2
 from ._core import Exercise, answer_tensor
-from ._shortcuts import refusing
+from ._shortcuts import later_attention, refusing
 
 
 def _aten(*names: str) -> tuple[Any, ...]:
@@ -42,23 +42,7 @@ _ATTENTION_SHORTCUTS = (
 )  # fmt: skip
 # The package's attention of later chapters, refused by name (this module may not import
 # them): with the check's weights copied in, each computes the same context vectors.
-_LATER_ATTENTION = tuple(
-    f"attention_from_scratch.{name}"
-    for name in (
-        "causal.CausalAttention.forward",
-        "causal.CrossAttention.forward",
-        "multihead.MultiHeadAttentionWrapper.forward",
-        "multihead.MultiHeadAttention.forward",
-        "multihead.MultiHeadAttention.attend",
-        "multihead.WideMultiHeadAttention.forward",
-        "scale.CachedAttention.forward",
-        "scale.CachedAttention.attend",
-        "scale.GroupedQueryAttention.attend",
-        "scale.tiled_attention",
-        "scale.TiledAttention.forward",
-        "training.TinyCausalModel.forward",
-    )
-)
+_LATER_ATTENTION = later_attention(2)
 
 
 def _modes() -> list[Any]:
