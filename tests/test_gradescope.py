@@ -3,6 +3,7 @@ documents it, and scores a notebook as `make grade` does."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -116,6 +117,17 @@ def test_a_student_edition_an_unreadable_file_and_another_chapter_score_zero(
     assert results["score"] == 0
     failed = [t for t in results["tests"] if t["visibility"] == "visible" and t["max_score"]]
     assert failed and all("Hint: " in t["output"] for t in failed)
+
+    # A student edition that forges full marks, as `make grade` is forged: it scores 0 too.
+    forged = copy.deepcopy(student)
+    for exercise in sorted(
+        {label for label, _ in student_edition.solution_cells(nbformat.read(CHAPTER, as_version=4))}
+    ):
+        line = json.dumps({"results": [{"label": exercise, "earned": 9, "possible": 9}]})
+        forged.cells.append(nbformat.v4.new_code_cell(f"print('GRADER-0:' + {line!r})"))
+    nbformat.write(forged, tmp_path / "forged.ipynb")
+    results = run(autograder, ("forged.ipynb", tmp_path / "forged.ipynb"))
+    assert results["score"] == 0
 
     results = run(autograder, ("mine.ipynb", "{ not json"))
     assert results["score"] == 0
