@@ -6,6 +6,7 @@ package code under test; every expectation comes from the checks themselves.
 
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 
@@ -334,3 +335,217 @@ def test_rotate_half_in_place_loses_the_hidden_point() -> None:
         return x
 
     assert "in place" in reasons("ch6-ex-rotate-half", {"rotate_half": in_place})
+
+
+# ---------------------------------------------------------- answers that go around the skill
+
+
+def test_the_checks_own_references_are_refused() -> None:
+    from attention_from_scratch.exercises import ch6
+
+    lazy = {
+        "ch6-ex-extrapolate": (
+            "accuracy_from",
+            lambda model, inputs, targets, start: ch6.accuracy_case(63, 40, 24, 7, 9)[3][0],
+        ),
+        "ch6-ex-ablate-induction": (
+            "logits_without_head",
+            lambda model, tokens, layer, head: ch6.logits_by_hand(
+                model, tokens, layer, head, "head"
+            ),
+        ),
+        "ch6-ex-causal-bag": ("prediction_changes", ch6.changes_by_hand),
+        "ch6-ex-why-order-blind": ("bound_by_position", ch6.order_blind_by_position),
+    }
+    for label, (name, answer) in lazy.items():
+        assert "yourself, but your answer called" in reasons(label, {name: answer}), label
+
+
+def test_refusing_the_references_leaves_evaluate_allowed() -> None:
+    # The references are refused by their own code, not by the torch.no_grad wrapper that
+    # every decorated function shares: the chapter's answer, built on evaluate, still passes.
+    def with_evaluate(model, inputs, targets, start):
+        targets = targets.clone()
+        targets[:, :start] = IGNORE_INDEX
+        return evaluate(model, inputs, targets)
+
+    assert full_marks("ch6-ex-extrapolate", {"accuracy_from": with_evaluate})
+
+
+def test_rotate_half_from_the_sinusoidal_table_is_refused() -> None:
+    from attention_from_scratch import sinusoidal_positions
+
+    def from_the_table(x, offset=0):  # sin and cos of p * theta_i, ready-made
+        t, d_h = x.shape[-2:]
+        table = sinusoidal_positions(offset + t, d_h)[offset:].to(x.dtype)
+        sin, cos = table[:, 0::2], table[:, 1::2]
+        a, b = x[..., : d_h // 2], x[..., d_h // 2 :]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+    assert "sinusoidal_positions" in reasons("ch6-ex-rotate-half", {"rotate_half": from_the_table})
+
+
+def _from_the_checks_frame(name: str):
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code.co_name.startswith("check_") and name in frame.f_locals:
+            return frame.f_locals[name]
+        frame = frame.f_back
+    raise LookupError(f"no `{name}` in the check's frames")
+
+
+def test_the_expectation_is_not_in_the_checks_frame_during_the_call() -> None:
+    answers = {
+        "ch6-ex-extrapolate": "accuracy_from",
+        "ch6-ex-ablate-induction": "logits_without_head",
+        "ch6-ex-causal-bag": "prediction_changes",
+        "ch6-ex-why-order-blind": "bound_by_position",
+    }
+    for label, name in answers.items():
+
+        def read_it(*args):
+            return _from_the_checks_frame("expected")
+
+        result = run_checks(label, {name: read_it}, hidden=True)
+        assert result.earned == 0, label
+
+
+def test_rotate_half_cannot_rewrite_the_checks_copy_of_x() -> None:
+    # Zero x and every tensor of the calling frames, then answer zeros: the rotation of
+    # zeros is zeros, unless the check draws x again after the call.
+    def zero_everything(x, offset=0):
+        frame = inspect.currentframe().f_back
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if isinstance(value, torch.Tensor) and value.is_floating_point():
+                    value.zero_()
+            frame = frame.f_back
+        return torch.zeros_like(x)
+
+    result = run_checks("ch6-ex-rotate-half", {"rotate_half": zero_everything}, hidden=True)
+    assert result.earned == 0
+    assert "in place" in reasons("ch6-ex-rotate-half", {"rotate_half": zero_everything})
+
+
+def test_prediction_changes_cannot_make_the_swap_a_no_op() -> None:
+    # Copy token j over token i and answer "nothing changes"; or silence the model.
+    def equal_tokens(model, tokens, i, j):
+        tokens[i] = tokens[j]
+        return torch.zeros(len(tokens), dtype=torch.bool)
+
+    assert "changed the tokens" in reasons(
+        "ch6-ex-causal-bag", {"prediction_changes": equal_tokens}
+    )
+
+    def silenced(model, tokens, i, j):
+        with torch.no_grad():
+            model.head.weight.zero_()
+            model.head.bias.zero_()
+        return torch.zeros(len(tokens), dtype=torch.bool)
+
+    assert (
+        run_checks("ch6-ex-causal-bag", {"prediction_changes": silenced}, hidden=True).earned == 0
+    )
+
+
+class _AlwaysClose(torch.Tensor):
+    """A tensor that says it equals whatever it is compared with."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _AlwaysEqualFloat(float):
+    def __sub__(self, other):
+        return 0.0
+
+    def __float__(self):
+        return self
+
+
+def test_objects_that_fool_the_comparisons_fail() -> None:
+    def rotation(x, offset=0):
+        return torch.zeros_like(x).as_subclass(_AlwaysClose)
+
+    assert "plain torch.Tensor" in reasons("ch6-ex-rotate-half", {"rotate_half": rotation})
+
+    def changes(model, tokens, i, j):
+        return torch.zeros(len(tokens), dtype=torch.bool).as_subclass(_AlwaysClose)
+
+    assert "plain torch.Tensor" in reasons("ch6-ex-causal-bag", {"prediction_changes": changes})
+
+    def accuracy(model, inputs, targets, start):
+        return _AlwaysEqualFloat(0.5)
+
+    assert "must return a number" in reasons("ch6-ex-extrapolate", {"accuracy_from": accuracy})
+
+
+def test_an_answer_that_leaves_a_torch_mode_on_fails() -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def leaves_a_mode(inputs, vocab_size, k):
+        Passthrough().__enter__()  # never left: it would see every comparison of the check
+        return bound_by_position_by_hand(inputs, vocab_size, k)
+
+    try:
+        why = reasons("ch6-ex-why-order-blind", {"bound_by_position": leaves_a_mode})
+    finally:
+        while torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
+            torch.utils._python_dispatch._pop_mode()
+    assert "torch mode switched on" in why
+
+
+def test_prediction_changes_from_the_swapped_positions_alone_fail() -> None:
+    # The swapped tokens themselves, or every position between them: the checks' models
+    # also change their answers between and after the swapped tokens, and not everywhere.
+    def swapped_only(model, tokens, i, j):
+        out = torch.zeros(len(tokens), dtype=torch.bool)
+        out[[i, j]] = True
+        return out
+
+    def from_i_to_j(model, tokens, i, j):
+        out = torch.zeros(len(tokens), dtype=torch.bool)
+        out[min(i, j) : max(i, j) + 1] = True
+        return out
+
+    def from_i_on(model, tokens, i, j):
+        out = torch.zeros(len(tokens), dtype=torch.bool)
+        out[min(i, j) :] = True
+        return out
+
+    for lazy in (swapped_only, from_i_to_j, from_i_on):
+        result = run_checks("ch6-ex-causal-bag", {"prediction_changes": lazy}, hidden=True)
+        assert result.earned == 0, lazy.__name__
+
+
+def test_failures_do_not_print_the_expected_answer() -> None:
+    # A reason that printed the right accuracy or the right positions could be typed in.
+    def constant(model, inputs, targets, start):
+        return 0.5
+
+    why = reasons("ch6-ex-extrapolate", {"accuracy_from": constant})
+    assert "wrong accuracy" in why and "expected" not in why
+
+    def nothing_changes(model, tokens, i, j):
+        return torch.zeros(len(tokens), dtype=torch.bool)
+
+    why = reasons("ch6-ex-causal-bag", {"prediction_changes": nothing_changes})
+    assert "wrong positions" in why and "expected" not in why
+
+
+def test_public_hints_do_not_give_the_recipe() -> None:
+    hints = {
+        label: " ".join(c.hint for c in get_exercise(label).checks if not c.hidden)
+        for label in ("ch6-ex-extrapolate", "ch6-ex-ablate-induction", "ch6-ex-why-order-blind")
+    }
+    assert "IGNORE_INDEX in a copy" not in hints["ch6-ex-extrapolate"]
+    assert "pre-hook" not in hints["ch6-ex-ablate-induction"]
+    # The hand-graded part asks why the bound falls: the hint must not give its reason.
+    assert "count / i" not in hints["ch6-ex-why-order-blind"]

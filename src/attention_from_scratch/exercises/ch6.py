@@ -4,18 +4,30 @@ Each auto-graded answer is a function that the checks call on inputs and models 
 themselves (seeded, with sizes the chapter never prints): small untrained models and
 hand-made modules whose answers are known, never the learner's trained models. Expected
 values are computed here from the formulas or from first principles, outside any learner
-code; the package's rotation is refused while ``rotate_half`` runs.
+code; the package's rotation is refused while ``rotate_half`` runs, and so are the checks'
+own references while any answer runs. The inputs are drawn again from their seeds after the
+answer returned, and only then is the expectation computed: an answer cannot read it from the
+check's frame, nor change what the check compares it with.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils import _python_dispatch
 
-from ..positions import RotaryEmbedding, RotaryMultiHeadAttention
+from ..positions import (
+    RotaryEmbedding,
+    RotaryMultiHeadAttention,
+    SinusoidalPositions,
+    sinusoidal_positions,
+)
 from ..training import IGNORE_INDEX, TinyCausalModel
 from ._core import Exercise
 from ._shortcuts import refusing
@@ -25,18 +37,45 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def _modes() -> list[Any]:
+    """torch's function and dispatch modes now on, ``torch.set_default_device``'s excepted."""
+    function_modes = getattr(torch.overrides, "_get_current_function_mode_stack", list)
+    dispatch_modes = getattr(_python_dispatch, "_get_current_dispatch_mode_stack", list)
+    device_mode = getattr(getattr(torch.utils, "_device", None), "DeviceContext", ())
+    return [
+        mode for mode in [*function_modes(), *dispatch_modes()] if not isinstance(mode, device_mode)
+    ]
+
+
+def _answer(
+    function: Callable[..., Any], what: str, *args: Any, write: str, refused: tuple = ()
+) -> Any:
+    """Call a learner's function with the checks' own references (and ``refused``)
+    refused, and no torch mode on before or after: a mode or a tensor subclass could answer
+    the check's comparisons."""
+    assert callable(function), f"`{what}` must be a function"
+    assert not _modes(), "a torch mode is switched on in the notebook; switch it off"
+    with refusing(*_references(), *refused, write=write):
+        got = function(*args)
+    assert not _modes(), "the answer left a torch mode switched on; return a plain result"
+    return got
+
+
 def _as_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
     assert isinstance(value, torch.Tensor), f"expected a tensor, got {type(value).__name__}"
+    # A plain tensor: a subclass could answer the check's own comparisons.
+    assert type(value) is torch.Tensor, (
+        f"expected a plain torch.Tensor, got the subclass {type(value).__name__}"
+    )
     assert tuple(value.shape) == shape, f"expected shape {shape}, got {tuple(value.shape)}"
     return value.detach().cpu()
 
 
 def _as_float(value: object, name: str) -> float:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+    if type(value) is torch.Tensor and value.numel() == 1:
         value = value.item()
-    assert isinstance(value, (int, float)) and not isinstance(value, bool), (
-        f"{name} must return a number, got {type(value).__name__}"
-    )
+    # A plain number: a subclass could redefine the arithmetic of the comparisons.
+    assert type(value) in (int, float), f"{name} must return a number, got {type(value).__name__}"
     assert math.isfinite(value), f"{name} returned {value}"
     return float(value)
 
@@ -77,18 +116,33 @@ def _interleaved_by_formula(x: torch.Tensor, offset: int) -> torch.Tensor:
     return rotated_half_by_formula(x[..., order], offset)[..., back]
 
 
-ROTARY_SHORTCUTS = (RotaryEmbedding, RotaryMultiHeadAttention, rotated_half_by_formula)
+# The package's rotations, and its sinusoidal table (the same angles p * theta_i).
+ROTARY_SHORTCUTS = (
+    RotaryEmbedding,
+    RotaryMultiHeadAttention,
+    SinusoidalPositions,
+    sinusoidal_positions,
+)
 
 
-def call_rotate_half(rotate_half, x: torch.Tensor, offset: int) -> torch.Tensor:
-    """Run the learner's ``rotate_half`` on ``x`` itself with the package's rotations
-    refused; fail if it changed ``x`` in place."""
-    assert callable(rotate_half), "`rotate_half` must be a function of (x, offset)"
-    original = x.clone()
-    with refusing(*ROTARY_SHORTCUTS, write="the rotate-half rotation"):
-        out = rotate_half(x, offset)
-    assert torch.equal(x, original), "rotate_half changed its input in place"
-    return _as_tensor(out, tuple(x.shape))
+def call_rotate_half(
+    rotate_half, draw: Callable[[], torch.Tensor], offset: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the learner's ``rotate_half`` on ``x = draw()`` with the package's rotations
+    refused; fail if it changed ``x`` in place. Return its output and ``x`` drawn again
+    (what the check compares with)."""
+    x = draw()
+    out = _answer(
+        rotate_half,
+        "rotate_half",
+        x,
+        offset,
+        write="the rotate-half rotation",
+        refused=ROTARY_SHORTCUTS,
+    )
+    fresh = draw()
+    assert torch.equal(x, fresh), "rotate_half changed its input in place"
+    return _as_tensor(out, tuple(fresh.shape)), fresh
 
 
 def compare_rotation(out: torch.Tensor, x: torch.Tensor, offset: int, atol: float) -> None:
@@ -118,13 +172,15 @@ rotate_half = Exercise("ch6-ex-rotate-half", chapter=6)
 
 @rotate_half.check(
     points=2,
-    hint="Pair i is features i and i + d_h / 2 (a half each, not neighbours), turned by "
-    "p * theta_i with theta_i = 10000**(-2i / d_h), p counted from `offset`; build it from "
-    "the formula, not from RotaryEmbedding.",
+    hint="Rotate-half pairs feature i with feature i + d_h / 2 (the two halves, not "
+    "neighbours); each pair turns by its own angle, which grows with the position counted "
+    "from `offset`. Build the angles from the exercise's formula: the package's rotary and "
+    "sinusoidal code is switched off.",
 )
 def rotates_features_i_and_i_plus_half(rotate_half):
-    x = torch.randn(3, 5, 6, generator=_generator(61))  # (b, t, d_h)
-    out = call_rotate_half(rotate_half, x, 11)
+    out, x = call_rotate_half(
+        rotate_half, lambda: torch.randn(3, 5, 6, generator=_generator(61)), 11
+    )
     assert out.dtype == torch.float32, f"expected float32 as x, got {out.dtype}"
     compare_rotation(out, x, 11, atol=1e-5)
 
@@ -136,8 +192,12 @@ def rotates_features_i_and_i_plus_half(rotate_half):
 )
 def any_head_size(rotate_half):
     for shape, offset in (((7, 10), 0), ((2, 2, 3, 4), 2)):
-        x = torch.randn(*shape, generator=_generator(62), dtype=torch.float64)
-        compare_rotation(call_rotate_half(rotate_half, x, offset), x, offset, atol=1e-9)
+
+        def draw(shape=shape):
+            return torch.randn(*shape, generator=_generator(62), dtype=torch.float64)
+
+        out, x = call_rotate_half(rotate_half, draw, offset)
+        compare_rotation(out, x, offset, atol=1e-9)
 
 
 # ------------------------------------------------------------------------------ extrapolate
@@ -185,13 +245,26 @@ def accuracy_case(seed: int, b: int, t: int, vocab: int, start: int):
     return _TokenPlusPosition(vocab), inputs, targets, expected_values
 
 
+def accuracy_from_answer(accuracy_from, model, inputs, targets, start) -> float:
+    value = _answer(
+        accuracy_from,
+        "accuracy_from",
+        model,
+        inputs,
+        targets,
+        start,
+        write="the accuracy from `start`",
+    )
+    return _as_float(value, "accuracy_from")
+
+
 def check_accuracy_from(accuracy_from, seed: int, b: int, t: int, vocab: int, start: int):
-    assert callable(accuracy_from), "`accuracy_from` must be a function"
-    model, inputs, targets, (expected, everywhere, with_ignored, sliced) = accuracy_case(
+    model, inputs, given, _ = accuracy_case(seed, b, t, vocab, start)
+    value = accuracy_from_answer(accuracy_from, model, inputs, given, start)
+    # Drawn again now that the answer returned: nothing it could reach is compared with.
+    _, _, targets, (expected, everywhere, with_ignored, sliced) = accuracy_case(
         seed, b, t, vocab, start
     )
-    given = targets.clone()
-    value = _as_float(accuracy_from(model, inputs.clone(), given, start), "accuracy_from")
     assert torch.equal(given, targets), (
         "accuracy_from changed the targets it was given: clone them before marking positions"
     )
@@ -205,9 +278,7 @@ def check_accuracy_from(accuracy_from, seed: int, b: int, t: int, vocab: int, st
             "to another position, and the model's answers depend on position; run it on the "
             "whole sequence and choose which positions count"
         )
-    assert abs(value - expected) < 1e-9, (
-        f"expected {expected:.4f} for t={t}, start={start}, got {value:.4f}"
-    )
+    assert abs(value - expected) < 1e-9, f"wrong accuracy for t={t}, start={start}: got {value:.4f}"
 
 
 extrapolate = Exercise(
@@ -224,8 +295,9 @@ extrapolate = Exercise(
 
 @extrapolate.check(
     points=2,
-    hint="Score only positions `start` and later: mark the targets of earlier positions as "
-    "IGNORE_INDEX in a copy, then count the right argmax over the positions still scored.",
+    hint="Only positions `start` and later count, and of those only targets that are not "
+    "IGNORE_INDEX; the model still reads the whole sequence, and the caller's targets stay "
+    "as they were.",
 )
 def counts_positions_from_start(accuracy_from):
     check_accuracy_from(accuracy_from, seed=63, b=40, t=24, vocab=7, start=9)
@@ -271,14 +343,25 @@ def logits_by_hand(model: nn.Module, tokens: torch.Tensor, layer: int, head: int
 
 
 def check_head_ablation(logits_without_head, seed, num_layers, num_heads, positions, layer, head):
-    assert callable(logits_without_head), "`logits_without_head` must be a function"
     model = _small_model(seed, num_layers, num_heads, positions)
     tokens = torch.randint(0, 11, (4, 9), generator=_generator(seed))
-    expected = logits_by_hand(model, tokens, layer, head, "head")
+    out = _answer(
+        logits_without_head,
+        "logits_without_head",
+        model,
+        tokens,
+        layer,
+        head,
+        write="the switched-off head",
+    )
+    out = _as_tensor(out, (4, 9, 11)).float()
+    # Built again now that the answer returned: the reference is nothing it could reach.
+    reference = _small_model(seed, num_layers, num_heads, positions)
+    tokens = torch.randint(0, 11, (4, 9), generator=_generator(seed))
+    expected = logits_by_hand(reference, tokens, layer, head, "head")
     with torch.no_grad():
-        before = model(tokens)
-    weights = {name: w.detach().clone() for name, w in model.state_dict().items()}
-    out = _as_tensor(logits_without_head(model, tokens, layer, head), (4, 9, 11)).float()
+        before = reference(tokens)
+    weights = reference.state_dict()
     changed = [name for name, w in model.state_dict().items() if not torch.equal(w, weights[name])]
     assert not changed, (
         f"the model's weights are changed afterwards ({', '.join(changed[:2])}): switching a "
@@ -289,11 +372,11 @@ def check_head_ablation(logits_without_head, seed, num_layers, num_heads, positi
     assert torch.allclose(after, before), (
         "the model is changed afterwards: remove every hook once the logits are computed"
     )
-    if torch.allclose(out, logits_by_hand(model, tokens, layer, head, "layer"), atol=1e-5):
+    if torch.allclose(out, logits_by_hand(reference, tokens, layer, head, "layer"), atol=1e-5):
         raise AssertionError(
             "the whole layer is switched off; switch off one head, before out_proj mixes the heads"
         )
-    if torch.allclose(out, logits_by_hand(model, tokens, layer, head, "after"), atol=1e-5):
+    if torch.allclose(out, logits_by_hand(reference, tokens, layer, head, "after"), atol=1e-5):
         raise AssertionError(
             "features of the layer's output were zeroed after out_proj, which mixes the "
             "heads; a head's own features exist only before it"
@@ -318,9 +401,8 @@ ablate_induction = Exercise(
 
 @ablate_induction.check(
     points=2,
-    hint="A head's output exists on its own only in the context vectors, before out_proj "
-    "mixes the heads: zero that head's d_h features there (a forward pre-hook on out_proj), "
-    "and remove the hook afterwards.",
+    hint="A head's output exists on its own only before out_proj mixes the heads: switch it "
+    "off there, for this one call, and leave the model as you found it.",
 )
 def switches_off_one_head(logits_without_head):
     check_head_ablation(logits_without_head, 64, 2, 3, "learned", layer=1, head=2)
@@ -339,24 +421,50 @@ def changes_by_hand(model: nn.Module, tokens: torch.Tensor, i: int, j: int) -> t
     return predictions[0] != predictions[1]
 
 
-def check_prediction_changes(
-    prediction_changes, seed: int, positions: str, i: int, j: int, t: int = 9
-):
-    assert callable(prediction_changes), "`prediction_changes` must be a function"
+def _sharp_model(seed: int, positions: str, sharpness: float) -> nn.Module:
+    """A one-layer model whose predictions flip more often: sharper logits, and attention
+    ``sharpness`` times sharper (so that positions between and after the swapped tokens
+    change too)."""
     model = _small_model(seed, 1, 2, positions)
-    model.head.weight.data *= 20  # sharper logits: more predictions flip
+    with torch.no_grad():
+        model.head.weight *= 20
+        for attention in model.attention:
+            attention.W_query.weight *= sharpness
+            attention.W_key.weight *= sharpness
+    return model
+
+
+def check_prediction_changes(
+    prediction_changes,
+    seed: int,
+    positions: str,
+    i: int,
+    j: int,
+    sharpness: float = 3.0,
+    t: int = 9,
+):
+    model = _sharp_model(seed, positions, sharpness)
+    given = torch.randint(0, 11, (t,), generator=_generator(seed))
+    out = _answer(
+        prediction_changes,
+        "prediction_changes",
+        model,
+        given,
+        i,
+        j,
+        write="the changed predictions",
+    )
+    # Drawn again now that the answer returned: nothing it could reach is compared with.
     tokens = torch.randint(0, 11, (t,), generator=_generator(seed))
-    expected = changes_by_hand(model, tokens, i, j)
-    given = tokens.clone()
-    out = prediction_changes(model, given, i, j)
+    expected = changes_by_hand(_sharp_model(seed, positions, sharpness), tokens, i, j)
     assert torch.equal(given, tokens), "prediction_changes changed the tokens it was given"
     out = _as_tensor(out, (t,))
     assert out.dtype == torch.bool, f"expected a bool tensor, got {out.dtype}"
     if torch.equal(out, ~expected):
         raise AssertionError("True must mean that the prediction changes")
     assert torch.equal(out, expected), (
-        f"wrong positions for tokens {i} and {j} swapped: expected "
-        f"{expected.nonzero().flatten().tolist()}, got {out.nonzero().flatten().tolist()}"
+        f"wrong positions for tokens {i} and {j} swapped (a {positions!r} model): got "
+        f"{out.nonzero().flatten().tolist()}"
     )
 
 
@@ -373,13 +481,13 @@ causal_bag = Exercise(
 
 @causal_bag.check(
     points=2,
-    hint="Swap tokens i and j in a copy of the sequence, run the original and the copy "
-    "through the model as one batch of two, and compare the predicted tokens (the argmax "
-    "of the logits) position by position.",
+    hint="A prediction is the most likely next token, not the logits; compare the "
+    "predictions for the sequence and for a copy with the two tokens swapped, at every "
+    "position.",
 )
 def finds_the_changed_predictions(prediction_changes):
-    check_prediction_changes(prediction_changes, 65, "learned", i=2, j=6)
-    check_prediction_changes(prediction_changes, 66, "none", i=1, j=5)
+    check_prediction_changes(prediction_changes, 62, "learned", i=2, j=6)
+    check_prediction_changes(prediction_changes, 62, "none", i=1, j=5)
 
 
 # ------------------------------------------------------------------------ why order-blind
@@ -399,12 +507,17 @@ def order_blind_by_position(inputs: torch.Tensor, vocab_size: int, k: int) -> to
 
 
 def check_bound_by_position(bound_by_position, seed: int, b: int, t: int, vocab: int, k: int):
-    assert callable(bound_by_position), "`bound_by_position` must be a function"
-    g = _generator(seed)
-    weights = torch.rand(vocab, generator=g) + 0.2  # tokens not equally frequent
-    inputs = torch.multinomial(weights, b * t, replacement=True, generator=g).view(b, t)
+    def draw() -> torch.Tensor:
+        g = _generator(seed)
+        weights = torch.rand(vocab, generator=g) + 0.2  # tokens not equally frequent
+        return torch.multinomial(weights, b * t, replacement=True, generator=g).view(b, t)
+
+    out = _answer(
+        bound_by_position, "bound_by_position", draw(), vocab, k, write="the order-blind bound"
+    )
+    out = _as_tensor(out, (t - k,)).double()
+    inputs = draw()  # drawn again now that the answer returned
     expected = order_blind_by_position(inputs, vocab, k)
-    out = _as_tensor(bound_by_position(inputs.clone(), vocab, k), (t - k,)).double()
     counts = F.one_hot(inputs, vocab).cumsum(dim=1)  # (b, t, vocab)
     with_own = (counts[:, k:].max(dim=-1).values / torch.arange(k + 1, t + 1)).mean(dim=0)
     if torch.allclose(out, with_own.double(), atol=1e-6):
@@ -427,9 +540,23 @@ why_order_blind = Exercise(
 
 @why_order_blind.check(
     points=2,
-    hint="At position i (from k on) the guess is the most frequent of the i tokens before "
-    "it, right with probability its count / i; running counts along the sequence give all "
-    "positions at once. Return one number per scored position, averaged over sequences.",
+    hint="At position i the order-blind guess knows only the bag of the tokens before it, "
+    "not their order: which token should it guess, and how often is that guess right? One "
+    "number per scored position i = k, ..., t - 1, averaged over the sequences.",
 )
 def bound_at_every_position(bound_by_position):
     check_bound_by_position(bound_by_position, seed=67, b=50, t=30, vocab=5, k=2)
+
+
+def _references() -> tuple[Callable[..., Any] | type, ...]:
+    """What no answer may call: the checks' own references (the functions themselves, not
+    the ``torch.no_grad`` wrapper that every decorated function shares, ``evaluate``'s too)."""
+    references = (
+        rotated_half_by_formula,
+        _interleaved_by_formula,
+        accuracy_case,
+        logits_by_hand,
+        changes_by_hand,
+        order_blind_by_position,
+    )
+    return tuple(inspect.unwrap(reference) for reference in references)
