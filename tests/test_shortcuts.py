@@ -154,3 +154,20 @@ def test_a_function_can_be_refused_by_its_full_name_without_importing_it() -> No
         merge_heads(torch.randn(1, 2, 3, 4))
     with refusing(write="it", named=["attention_from_scratch.layout.split_heads"]):
         merge_heads(torch.randn(1, 2, 3, 4))  # another name: allowed
+
+
+def test_refusing_a_decorated_function_refuses_it_alone() -> None:
+    # Both are wrapped by @torch.no_grad(), whose wrapper code they share.
+    @torch.no_grad()
+    def refused(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    @torch.no_grad()
+    def allowed(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    x = torch.ones(2)
+    with refusing(refused, write="it"):
+        assert torch.equal(allowed(x), 2 * x)
+    with pytest.raises(ShortcutTaken, match="refused"), refusing(refused, write="it"):
+        refused(x)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import _thread
 import contextlib
 import gc
+import inspect
 import sys
 import threading
 import types
@@ -93,22 +94,30 @@ def _display_name(function: Any) -> str:
     return f"{module}.{qualname}" if module else str(qualname)
 
 
+def _own_function(member: Any) -> types.FunctionType | None:
+    """The function a member runs, decorators unwrapped: a decorator's wrapper (such as
+    ``@torch.no_grad()``'s) shares its code with every function it decorates, so refusing
+    that code would refuse all of them."""
+    function = inspect.unwrap(getattr(member, "__func__", member))
+    return function if isinstance(function, types.FunctionType) else None
+
+
 def _code_objects(target: Any) -> dict[types.CodeType, str]:
     """The code objects of a Python function, or of every function a class defines."""
     if isinstance(target, type):
         found: dict[types.CodeType, str] = {}
+        name = f"{target.__module__}.{target.__qualname__}"
         for klass in target.__mro__:
             if klass.__module__ in ("builtins", "torch.nn.modules.module"):
                 continue  # object, nn.Module: every module inherits these
             for member in vars(klass).values():
-                function = getattr(member, "__func__", member)
-                if isinstance(function, types.FunctionType):
-                    found[function.__code__] = f"{target.__module__}.{target.__qualname__}"
-                elif isinstance(member, property) and member.fget is not None:
-                    found[member.fget.__code__] = f"{target.__module__}.{target.__qualname__}"
+                if isinstance(member, property):
+                    member = member.fget
+                if (function := _own_function(member)) is not None:
+                    found[function.__code__] = name
         return found
-    function = getattr(target, "__func__", target)
-    if isinstance(function, types.FunctionType):
+    function = _own_function(target)
+    if function is not None:
         return {function.__code__: f"{function.__module__}.{function.__qualname__}"}
     return {}
 
