@@ -138,6 +138,7 @@ def test_an_answer_that_dodges_the_refusal_still_fails(escape: str) -> None:
         return out[0]
 
     before = sys.getprofile()
+    enabled = torch._C._is_torch_function_enabled()
     # An answer may swallow the exception: leaving the block still fails.
     with (
         pytest.raises(ShortcutTaken),
@@ -146,6 +147,7 @@ def test_an_answer_that_dodges_the_refusal_still_fails(escape: str) -> None:
     ):
         answer()
     assert sys.getprofile() is before
+    assert torch._C._is_torch_function_enabled() == enabled  # torch is left as it was
 
 
 def test_a_function_can_be_refused_by_its_full_name_without_importing_it() -> None:
@@ -171,3 +173,16 @@ def test_refusing_a_decorated_function_refuses_it_alone() -> None:
         assert torch.equal(allowed(x), 2 * x)
     with pytest.raises(ShortcutTaken, match="refused"), refusing(refused, write="it"):
         refused(x)
+
+
+def test_torch_functions_switched_off_before_the_check_fail_it() -> None:
+    switch = torch._C.DisableTorchFunction()
+    switch.__enter__()  # as an earlier cell of a notebook could
+    try:
+        with (
+            pytest.raises(ShortcutTaken, match="still in force"),
+            refusing(*SOFTMAXES, write="softmax"),
+        ):
+            torch.softmax(torch.ones(2), -1)
+    finally:
+        switch.__exit__(None, None, None)

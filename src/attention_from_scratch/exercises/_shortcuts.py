@@ -181,6 +181,13 @@ def _mode_active(mode: TorchFunctionMode) -> bool:
     return stack is None or any(entry is mode for entry in stack())
 
 
+def _torch_functions_enabled() -> bool:
+    """False while ``torch._C.DisableTorchFunction`` is in force: torch's function modes
+    (the refusals of torch functions among them) are then skipped."""
+    enabled = getattr(torch._C, "_is_torch_function_enabled", None)
+    return enabled is None or bool(enabled())
+
+
 _DISABLERS = tuple(
     kind
     for kind in (
@@ -248,16 +255,23 @@ def refusing(
             if arg in escapes:
                 raise refusals.refuse(escapes[arg])
             if isinstance(getattr(arg, "__self__", None), _DISABLERS):
-                raise refusals.refuse("torch._C.DisableTorchFunction")
+                # Noted, not raised: raising would keep its __exit__ from restoring torch.
+                refusals.refuse("torch._C.DisableTorchFunction")
         if previous is not None:
             previous(frame, event, arg)
 
+    if not _torch_functions_enabled():
+        # Switched off before the check began (in an earlier cell, say): nothing torch runs
+        # here could be refused.
+        raise ShortcutTaken(_message(write, "torch._C.DisableTorchFunction, still in force"))
     mode = _RefuseTorch(torch_functions, refusals)
     sys.setprofile(profile)
     try:
         with mode:
             yield
-            hooked = sys.getprofile() is profile and _mode_active(mode)
+            hooked = (
+                sys.getprofile() is profile and _mode_active(mode) and _torch_functions_enabled()
+            )
     finally:
         refusals.armed = False
         sys.setprofile(previous)
