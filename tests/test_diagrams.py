@@ -306,7 +306,8 @@ def test_kv_cache_counts_the_keys_and_values_computed() -> None:
     # Without a cache: 7 + 8 + 9 + 10 + 11 = 45; with one: the prompt's 7, then 1 per step.
     assert "keys and values computed: 45" in texts
     assert "keys and values computed: 11" in texts
-    assert [text for text in texts if text.startswith("step")] == [
+    # The rows are labelled in each of the two panels, stacked one above the other.
+    assert [text for text in texts if text.startswith("step")] == 2 * [
         f"step {i}" for i in (1, 2, 3, 4)
     ]
 

@@ -980,44 +980,56 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
         raise ValueError(f"d_out: expected a multiple of num_heads={num_heads}, got d_out={d_out}")
     d_h = d_out // num_heads
     heads_of = [c // d_h for c in range(d_out)]
-    cell = min(0.3, 1.5 / d_out, 2.4 / t, 3.6 / (num_heads * t))
-    numbered = cell >= 0.25  # room for the feature numbers
-    gap = cell * 0.6  # between the heads of one token
+    # About 4.5 inches wide, so that a phone (about 4 inches) scales the 10-point text down
+    # little: the margins, the two arrows' gaps (as wide as their labels) and the head labels
+    # take 2.4 inches, the three pictures' cells the rest.
+    view_gap, transpose_gap, head_label = 0.55, 1.12, 0.6
+    columns = 2 * d_out + d_h + 0.5 * (num_heads - 1)  # the pictures' widths, in cells
+    cell = min(0.3, 2.15 / columns, 2.4 / t, 3.6 / (num_heads * t))
+    numbered = cell >= (0.19 if d_out <= 10 else 0.25)  # room for the feature numbers
+    gap = cell * 0.5  # between the heads of one token
     row_gap = cell * 0.3  # between the tokens of (t, h, d_h)
     block_gap = cell * 0.8  # between the heads of (h, t, d_h)
     stacked = num_heads * t * cell + (num_heads - 1) * block_gap
-    height = max(t * cell + (t - 1) * row_gap, stacked) + 1.0
     span = num_heads * d_h * cell + (num_heads - 1) * gap  # the (t, h, d_h) picture
-    # As wide as the three pictures, two arrows and the head labels: a narrower figure is
-    # scaled down less on a phone.
-    width = 0.2 + d_out * cell + 1.15 + span + 1.15 + d_h * cell + 0.75
+    width = 0.12 + d_out * cell + view_gap + span + transpose_gap + d_h * cell + head_label
+    # The arrows' labels reach 0.6 inches above and 0.8 below the middle of the first rows;
+    # the shapes' labels stay clear of them above.
+    shape_y = max(0.12, 0.62 - t * cell / 2)  # the shapes' labels, above the pictures' top
+    below = max(t * cell + (t - 1) * row_gap, stacked, t * cell / 2 + 0.8) + 0.1
+    height = shape_y + 0.45 + below
+
+    def cells(left: float, top: float, rows: int, heads: list[int], first: int) -> None:
+        """``_head_cells``, its columns numbered from feature ``first`` on if there is room."""
+        _head_cells(ax, left, top, rows, cell, heads)
+        for i in range(rows) if numbered else ():
+            for j in range(len(heads)):
+                _cell_text(ax, left, top, i, j, cell, str(first + j), size=_LABEL_PT)
 
     with _figure(width, height) as (fig, ax):
-        top = height - 0.75
+        top = height - shape_y - 0.45
         # 1. (t, d_out)
-        left = 0.2
-        _head_cells(ax, left, top, t, cell, heads_of, range(d_out) if numbered else None)
+        left = 0.12
+        cells(left, top, t, heads_of, 0)
         shape = f"(b, t, d_out)\n= ({b}, {t}, {d_out})"
-        _text(ax, left + d_out * cell / 2, top + 0.12, shape, va="bottom")
+        _text(ax, left + d_out * cell / 2, top + shape_y, shape, va="bottom", size=_LABEL_PT)
         ends = [left + d_out * cell]
         # 2. (t, h, d_h): one strip per token, cut into its heads' groups
-        left = ends[0] + 1.15
+        left = ends[0] + view_gap
         for token in range(t):
             y = top - token * (cell + row_gap)
             for head in range(num_heads):
                 x0 = left + head * (d_h * cell + gap)
-                features = range(head * d_h, (head + 1) * d_h) if numbered else None
-                _head_cells(ax, x0, y, 1, cell, [head] * d_h, features)
+                cells(x0, y, 1, [head] * d_h, head * d_h)
         shape = f"(b, t, h, d_h)\n= ({b}, {t}, {num_heads}, {d_h})"
-        _text(ax, left + span / 2, top + 0.12, shape, va="bottom")
+        _text(ax, left + span / 2, top + shape_y, shape, va="bottom", size=_LABEL_PT)
         starts = [left]
         ends.append(left + span)
         # 3. (h, t, d_h): one (t, d_h) block per head, stacked
-        left = ends[1] + 1.15
+        left = ends[1] + transpose_gap
         for head in range(num_heads):
             y = top - head * (t * cell + block_gap)
-            features = range(head * d_h, (head + 1) * d_h) if numbered else None
-            _head_cells(ax, left, y, t, cell, [head] * d_h, features)
+            cells(left, y, t, [head] * d_h, head * d_h)
             _text(
                 ax,
                 left + d_h * cell + 0.08,
@@ -1025,19 +1037,21 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
                 f"head {head}",
                 ha="left",
                 color=HEAD_COLOURS[head % 8],
+                size=_LABEL_PT,
             )
         shape = f"(b, h, t, d_h)\n= ({b}, {num_heads}, {t}, {d_h})"
-        _text(ax, left + d_h * cell / 2, top + 0.12, shape, va="bottom")
+        _text(ax, left + d_h * cell / 2, top + shape_y, shape, va="bottom", size=_LABEL_PT)
         starts.append(left)
         middle = top - t * cell / 2
         for (x0, x1), split, merge in (
             ((ends[0], starts[0]), "view", "view"),
-            ((ends[1], starts[1]), "transpose\n(1, 2)", "transpose(1, 2)\n.contiguous()"),
+            ((ends[1], starts[1]), "transpose\n(1, 2)", "transpose\n(1, 2)\n.contiguous()"),
         ):
-            _arrow(ax, (x0 + 0.08, middle + 0.25), (x1 - 0.08, middle + 0.25))
-            _text(ax, (x0 + x1) / 2, middle + 0.33, split, va="bottom")
-            _arrow(ax, (x1 - 0.08, middle - 0.25), (x0 + 0.08, middle - 0.25), colour="#555555")
-            _text(ax, (x0 + x1) / 2, middle - 0.33, merge, va="top", color="#555555")
+            _arrow(ax, (x0 + 0.06, middle + 0.2), (x1 - 0.06, middle + 0.2))
+            _text(ax, (x0 + x1) / 2, middle + 0.26, split, va="bottom", size=_LABEL_PT)
+            _arrow(ax, (x1 - 0.06, middle - 0.2), (x0 + 0.06, middle - 0.2), colour="#555555")
+            grey = {"va": "top", "color": "#555555", "size": _LABEL_PT}
+            _text(ax, (x0 + x1) / 2, middle - 0.26, merge, **grey)
     return fig
 
 
@@ -1281,46 +1295,68 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
     order = [offset + i * stride[0] + j * stride[1] for i in range(rows) for j in range(cols)]
     jumps = [b - a for a, b in pairwise(order)]
     flat = len(set(jumps)) <= 1
-    cell = min(0.42, (_WIDTH - 0.4) / max(n, len(order)))
-    width = max(n, len(order)) * cell + 0.4
-    height = 3.0
+    # At most 4.4 inches wide, so that a phone (about 4 inches) scales the 10-point text down
+    # little; drawn from the bottom up, and the figure's height set once the title is known.
+    cell = min(0.42, 4.1 / max(n, len(order)))
+    width = max(max(n, len(order)) * cell + 0.3, 3.8)  # 3.8: the verdict's longer line
+    stagger = 0.18 if cell < 0.3 else 0.0  # narrow cells: every other jump a line lower
+    low = 0.8 + stagger + cell  # the top of the row in reading order
+    top = low + 1.1 + cell  # the top of the storage row
     values = [float(v) for v in storage.tolist()]
-    with _figure(width, height) as (fig, ax):
-        title = f"{name}: shape {tuple(x.shape)}, stride {tuple(stride)}"
-        _text(ax, width / 2, height - 0.15, title, size=_LABEL_PT)
-        top = height - 0.45
-        _text(ax, 0.2, top + 0.08, "storage", ha="left", va="bottom")
+    style = {"size": _LABEL_PT}
+    with _figure(width, top + 1.0) as (fig, ax):
+
+        def fitted(across: float, up: float, lines: Sequence[str], **options: Any) -> Text:
+            """``lines`` as one line at (across, up) if it fits the figure, else one per line."""
+            text = _text(ax, across, up, " ".join(lines), **options)
+            if text.get_window_extent().width / fig.dpi > width - 0.3:
+                text.set_text("\n".join(lines))
+            return text
+
+        # Reading order
+        expected = jumps[0] if jumps else 1
+        verdict = (
+            [f"every jump is {expected:+d}: one stride covers the flat tensor,", "view(-1) works"]
+            if flat
+            else [
+                f"jumps of {', '.join(f'{j:+d}' for j in sorted(set(jumps)))}: no single "
+                "stride reads this order,",
+                "so view(-1) fails",
+            ]
+        )
+        fitted(width / 2, 0.08, verdict, va="bottom", **style)
+        for r, jump in enumerate(jumps):
+            weight = "bold" if jump != expected else "normal"
+            between = (0.15 + (r + 1) * cell, low - cell - 0.1 - stagger * (r % 2))
+            _text(ax, *between, f"{jump:+d}", va="top", fontweight=weight, **style)
         faces = {"storage": "#FFFFFF", "read": "#E6E6E6"}  # neutral: no role is drawn
-        for k in range(n):
-            _cell(ax, 0.2, top, 0, k, cell, facecolor=faces["storage"], edgecolor="black")
-            centre = 0.2 + (k + 0.5) * cell
-            _text(ax, centre, top - cell * 0.4, f"{values[k]:g}", size=_CELL_PT)
-            _text(ax, centre, top - cell - 0.04, f"[{k}]", va="top", size=_CELL_PT, color="#555555")
-        low = 1.25
-        title = f"{name} read row by row, as view(-1) must read it"
-        _text(ax, 0.2, low + 0.08, title, ha="left", va="bottom")
         for r, k in enumerate(order):
-            _cell(ax, 0.2, low, 0, r, cell, facecolor=faces["read"], edgecolor="black")
-            _cell_text(ax, 0.2, low, 0, r, cell, f"{values[k]:g}", size=_CELL_PT)
+            _cell(ax, 0.15, low, 0, r, cell, facecolor=faces["read"], edgecolor="black")
+            _cell_text(ax, 0.15, low, 0, r, cell, f"{values[k]:g}", **style)
             ax.plot(
-                [0.2 + (k + 0.5) * cell, 0.2 + (r + 0.5) * cell],
-                [top - cell - 0.22, low + 0.32],
+                [0.15 + (k + 0.5) * cell, 0.15 + (r + 0.5) * cell],
+                [top - cell - 0.27, low + 0.34],
                 color="#555555",
                 lw=0.9,
                 alpha=0.8,
             )
-        expected = jumps[0] if jumps else 1
-        for r, jump in enumerate(jumps):
-            weight = "bold" if jump != expected else "normal"
-            x, y = 0.2 + (r + 1) * cell, low - cell - 0.12
-            _text(ax, x, y, f"{jump:+d}", va="top", size=_CELL_PT, fontweight=weight)
-        verdict = (
-            f"every jump is {expected:+d}: one stride covers the flat tensor, view(-1) works"
-            if flat
-            else f"jumps of {', '.join(f'{j:+d}' for j in sorted(set(jumps)))}: no single "
-            "stride reads this order, so view(-1) fails"
-        )
-        _text(ax, width / 2, 0.18, verdict)
+        label = f"{name} read row by row, as view(-1) must read it"
+        text = _text(ax, 0.15, low + 0.08, label, ha="left", va="bottom", **style)
+        if text.get_window_extent().width / fig.dpi > width - 0.3:
+            text.set_text(label.removeprefix(name + " "))  # the title names the tensor
+        # Storage
+        index = "[{}]" if cell >= 0.34 else "{}"  # room for the brackets of "[11]"
+        for k in range(n):
+            _cell(ax, 0.15, top, 0, k, cell, facecolor=faces["storage"], edgecolor="black")
+            _cell_text(ax, 0.15, top, 0, k, cell, f"{values[k]:g}", **style)
+            below = (0.15 + (k + 0.5) * cell, top - cell - 0.04)
+            _text(ax, *below, index.format(k), va="top", color="#555555", **style)
+        _text(ax, 0.15, top + 0.08, "storage", ha="left", va="bottom", **style)
+        title = [f"{name}:", f"shape {tuple(x.shape)}, stride {tuple(stride)}"]
+        title = fitted(width / 2, top + 0.4, title, va="bottom", size=_LABEL_PT + 1)
+        height = top + 0.48 + title.get_window_extent().height / fig.dpi
+        fig.set_figheight(height)
+        ax.set_ylim(0, height)
     return fig
 
 
@@ -1550,11 +1586,13 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
     """Draw which keys and values each decoding step computes, without and with a KV cache.
 
     One row per forward pass: the prompt first, then one row per decoding step, each of
-    which feeds the token generated last; one column per position. Left, without a cache:
+    which feeds the token generated last; one column per position. Top, without a cache:
     every step runs the whole sequence again, projecting every key and value (orange) and
-    every query (blue dot). Right, with a cache: each step computes the query, key and value
+    every query (blue dot). Bottom, with a cache: each step computes the query, key and value
     of the new token only, and reads the earlier keys and values from the cache (purple).
-    The totals of computed keys and values are written under each panel.
+    The totals of computed keys and values are written under each panel. The panels are
+    stacked, so that a position is one column in both and the figure, under 4 inches wide,
+    is not scaled down on a phone.
 
     Args:
         prompt_length: the number of prompt tokens, 1 to 12.
@@ -1579,23 +1617,28 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
             f"{prompt_length} + {steps} = {total}"
         )
     passes = steps + 1  # the prompt, then one pass per step
-    cell = min(0.3, (_WIDTH - 1.7) / (2 * total))
+    cell = min(0.3, 2.9 / total)
     panel = total * cell
-    height = passes * cell + 1.55
-    width = 1.1 + 2 * panel + 0.5
-    computed_face, cached_face = (_tint(ROLE_COLOURS[role], 0.75) for role in ("key", "cache"))
+    left = 0.75  # right of the row labels, "prompt" to "step 8"
+    block = passes * cell + 1.05  # one panel, its title above and its axis and total below
+    legend = [
+        (_tint(ROLE_COLOURS["key"], 0.75), "computed this step"),
+        (_tint(ROLE_COLOURS["cache"], 0.75), "read from the cache"),
+        (ROLE_COLOURS["query"], "query computed"),
+    ]
+    height = 2 * block + 0.3 * len(legend) + 0.1
+    width = left + max(panel, 2.3) + 0.1  # the totals' line is 2.2 inches long
+    computed_face, cached_face = legend[0][0], legend[1][0]
     with _figure(width, height) as (fig, ax):
-        top = height - 0.55
-        for step in range(passes):
-            y = top - (step + 1) * cell
-            _text(ax, 1.0, y + cell / 2, "prompt" if step == 0 else f"step {step}", ha="right")
         computed = []
         for k, cached in enumerate((False, True)):
-            left = 1.1 + k * (panel + 0.4)
+            top = height - 0.4 - k * block
             count = 0
             for step in range(passes):
                 length = prompt_length + step
                 y = top - (step + 1) * cell
+                label = "prompt" if step == 0 else f"step {step}"
+                _text(ax, left - 0.08, y + cell / 2, label, ha="right", size=_LABEL_PT)
                 for pos in range(length):
                     new = not cached or step == 0 or pos == length - 1
                     count += new
@@ -1606,13 +1649,16 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
                     centre = (left + (pos + 0.5) * cell, y + cell / 2)
                     ax.add_patch(plt.Circle(centre, cell * 0.16, color=ROLE_COLOURS["query"]))
             computed.append(count)
-            middle, bottom = left + panel / 2, top - passes * cell
+            bottom = top - passes * cell
             title = "with a KV cache" if cached else "without a cache"
-            _text(ax, middle, top + 0.1, title, va="bottom", size=_LABEL_PT)
-            _text(ax, middle, bottom - 0.1, f"keys and values computed: {count}", va="top")
-            _text(ax, middle, bottom - 0.33, "position →", va="top", color="#555555")
-        legend = [(computed_face, "computed this step"), (cached_face, "read from the cache")]
-        _legend(ax, 0.1, 0.2, [*legend, (ROLE_COLOURS["query"], "query computed")])
+            _text(ax, left, top + 0.1, title, ha="left", va="bottom", size=_LABEL_PT + 1)
+            style = {"ha": "left", "va": "top", "size": _LABEL_PT}
+            _text(ax, left, bottom - 0.08, "position →", color="#555555", **style)
+            _text(ax, left, bottom - 0.36, f"keys and values computed: {count}", **style)
+        for row, (face, name) in enumerate(legend):  # one entry a line: a phone is narrow
+            y = 0.1 + 0.3 * (len(legend) - row - 0.5)
+            ax.add_patch(Rectangle((left, y - 0.08), 0.16, 0.16, facecolor=face, edgecolor="black"))
+            _text(ax, left + 0.24, y, name, ha="left", size=_LABEL_PT)
     fig.axes[0].set_label(f"computed {computed[0]} {computed[1]}")
     return fig
 
@@ -1751,37 +1797,46 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
             raise ValueError(
                 f"kv_heads: expected divisors of num_heads={h}, got {value} (remainder {h % value})"
             )
-    spacing = (_WIDTH - 1.0) / h
+    # 4.3 inches wide, so that a phone (about 4 inches) scales the 10-point text down little.
+    width = 4.3
+    labels = 0.95  # the row labels, "Q heads" and "K/V heads", left of the heads
+    spacing = (width - labels - 0.05) / h
     box = min(0.36, spacing * 0.8)
     half = min(box, spacing * 0.42)  # the width of a k or v half: a pair fits one slot
-    row_height = 1.45
+    edge = 2 if half >= 0.12 else 1.2  # a thick outline would hide a narrow box's face
+    row_height = 1.5
     height = len(rows) * row_height + 0.1
-    width = _WIDTH
     q_face = _tint(ROLE_COLOURS["query"], 0.8)
     with _figure(width, height) as (fig, ax):
         for r, h_kv in enumerate(rows):
             g = h // h_kv
             top = height - 0.1 - r * row_height
             name = "multi-head" if h_kv == h else "multi-query" if h_kv == 1 else "grouped-query"
-            _text(ax, 0.1, top - 0.12, f"{name}: $h_{{kv}} = {h_kv}$, $g = {g}$", ha="left")
-            q_y, kv_y = top - 0.5, top - 1.15
-            xs = [0.8 + (i + 0.5) * spacing for i in range(h)]
+            title = f"{name}: $h_{{kv}} = {h_kv}$, $g = {g}$"
+            _text(ax, 0.1, top - 0.12, title, ha="left", size=_LABEL_PT + 1)
+            q_y, kv_y = top - 0.55, top - 1.2
+            xs = [labels + (i + 0.5) * spacing for i in range(h)]
             kv_xs = [sum(xs[j * g : (j + 1) * g]) / g for j in range(h_kv)]
             for i in range(h):
                 j = i // g
                 colour = HEAD_COLOURS[j % 8]
                 ax.plot([xs[i], kv_xs[j]], [q_y - box / 2, kv_y + box / 2], color=colour, lw=1.5)
                 corner = (xs[i] - box / 2, q_y - box / 2)
-                ax.add_patch(Rectangle(corner, box, box, facecolor=q_face, edgecolor=colour, lw=2))
-                if box >= 0.3:
-                    _text(ax, xs[i], q_y, f"q{i}", color="white")
+                ax.add_patch(
+                    Rectangle(corner, box, box, facecolor=q_face, edgecolor=colour, lw=edge)
+                )
+                if box >= 0.3 and h <= 10:  # room for "q9" in 10 points
+                    _text(ax, xs[i], q_y, f"q{i}", color="white", size=_LABEL_PT)
             for j, x in enumerate(kv_xs):  # the key half left of x, the value half right
                 for left, role in ((x - half, "key"), (x, "value")):
-                    face, edge = ROLE_COLOURS[role], HEAD_COLOURS[j % 8]
+                    face, outline = ROLE_COLOURS[role], HEAD_COLOURS[j % 8]
                     corner = (left, kv_y - box / 2)
-                    ax.add_patch(Rectangle(corner, half, box, facecolor=face, edgecolor=edge, lw=2))
-                _text(ax, x - half / 2, kv_y, "k")
-                _text(ax, x + half / 2, kv_y, "v", color="white")
-            _text(ax, 0.7, q_y, "Q heads", ha="right")
-            _text(ax, 0.7, kv_y, "K/V heads", ha="right")
+                    ax.add_patch(
+                        Rectangle(corner, half, box, facecolor=face, edgecolor=outline, lw=edge)
+                    )
+                if half >= 0.12:  # room for a letter in 10 points
+                    _text(ax, x - half / 2, kv_y, "k", size=_LABEL_PT)
+                    _text(ax, x + half / 2, kv_y, "v", color="white", size=_LABEL_PT)
+            _text(ax, labels - 0.12, q_y, "Q heads", ha="right", size=_LABEL_PT)
+            _text(ax, labels - 0.12, kv_y, "K/V heads", ha="right", size=_LABEL_PT)
     return fig
