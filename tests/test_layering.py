@@ -89,9 +89,15 @@ def imported_modules(path: Path, root: Path, package: str) -> set[str]:
     return found
 
 
+#: Entry points sit above the chapters, like the package's ``__init__``: they may import any
+#: module, and no module imports them.
+ENTRY_POINTS = {"__main__", "doctor"}
+
+
 def chapter_of(name: str) -> int | None:
-    """The chapter of a module, 0 for a helper, None for the package's ``__init__``."""
-    if name == "":
+    """The chapter of a module, 0 for a helper, None for the package's ``__init__`` and the
+    entry points."""
+    if name == "" or name in ENTRY_POINTS:
         return None
     top = name.split(".")[0]
     if top in CHAPTERS:
@@ -115,14 +121,15 @@ def forward_imports(graph: dict[str, set[str]]) -> list[str]:
     package itself from inside it, as readable lines."""
     problems = []
     for name, imports in sorted(graph.items()):
-        if name == "":
-            continue  # the package's __init__ gathers every chapter
+        if name == "" or name in ENTRY_POINTS:
+            continue  # the package's __init__ and entry points gather every chapter
         own = chapter_of(name)
         assert own is not None
         for target in sorted(imports):
             theirs = chapter_of(target)
             if theirs is None:
-                problems.append(f"{name} imports the package itself (every chapter)")
+                what = "an entry point" if target in ENTRY_POINTS else "the package itself"
+                problems.append(f"{name} imports {what} (every chapter)")
             elif theirs > own:
                 kind = "a helper" if own == 0 else f"chapter {own}"
                 problems.append(f"{name} ({kind}) imports {target} (chapter {theirs})")
