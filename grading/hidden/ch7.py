@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import torch
 
-from attention_from_scratch.exercises import answer_tensor, get_exercise
+from attention_from_scratch.exercises import get_exercise
 from attention_from_scratch.exercises.ch7 import (
     cache_length,
     compare_grouped,
     compare_positions,
     compare_running_state,
     fold_blocks,
+    in_buffers,
     no_concatenation,
     padded_on_both_sides,
+    plain_tensor,
     random_tokens,
 )
 
@@ -34,12 +36,14 @@ def caches_are_independent_and_keep_the_dtype(PreallocatedKVCache):
         first.append(keys, keys + 1)
         second.append(small, small - 1)
         assert cache_length(first) == 4 and cache_length(second) == 1
+        in_buffers(first, 4)
+        in_buffers(second, 2)
         read_keys, read_values = second.read()
     assert isinstance(read_keys, torch.Tensor) and read_keys.dtype == torch.float16, (
         "the cache changed the dtype of the keys"
     )
-    assert torch.equal(answer_tensor(read_keys, (1, 2, 1, 2)), small)
-    assert torch.equal(answer_tensor(read_values, (1, 2, 1, 2)), small - 1)
+    assert torch.equal(plain_tensor(read_keys, (1, 2, 1, 2)), small)
+    assert torch.equal(plain_tensor(read_values, (1, 2, 1, 2)), small - 1)
 
 
 position_ids = get_exercise("ch7-ex-position-ids")
@@ -69,7 +73,9 @@ online_softmax = get_exercise("ch7-ex-online-softmax")
 )
 def handles_fully_masked_rows_and_float32(online_update):
     inf = float("inf")
-    scores = torch.tensor([[-inf, -inf, -inf, -inf], [2.0, -inf, 0.5, 1.0], [9.0, 8.0, 7.0, 6.0]])
+    scores = torch.tensor(
+        [[-inf, -inf, -inf, -inf], [2.0, -inf, 0.5, 1.0], [9.0, 8.0, 7.0, 6.0], [1, 3, 4, 6]]
+    )
     compare_running_state(online_update, scores, 1)
     m, ell = fold_blocks(online_update, scores, 3)[-1]
     assert m.dtype == torch.float32 and ell.dtype == torch.float32, "float32 in, float32 out"
