@@ -77,6 +77,8 @@ def test_first_code_cell_installs_the_package_from_the_configured_repository(
     # commands (IPython's `%pip` and `!pip` expand `{...}` and `$...` into a shell line).
     assert '[sys.executable, "-m", "pip", "install", "--quiet", package]' in first
     assert "%pip" not in first and "!pip" not in first and "shell=True" not in first
+    # Then the doctor's checks, which print only the problems it knows, with their remedies.
+    assert first.rstrip().endswith('import_module("attention_from_scratch.doctor").check_setup()')
 
 
 def test_install_cell_installs_a_package_from_a_path_with_spaces(tmp_path: Path) -> None:
