@@ -39,6 +39,7 @@ from typing import Any
 import torch
 import torch.overrides
 from torch.overrides import TorchFunctionMode
+from torch.utils import _python_dispatch
 
 #: The package's attention, by full name, with the chapter that introduces each: a check may
 #: not import a later chapter's module (the package's chapter order), so it refuses these by
@@ -179,6 +180,20 @@ def _escapes() -> tuple[dict[Any, str], dict[types.CodeType, str]]:
 def _mode_active(mode: TorchFunctionMode) -> bool:
     stack = getattr(torch.overrides, "_get_current_function_mode_stack", None)
     return stack is None or any(entry is mode for entry in stack())
+
+
+def torch_modes_on() -> list[Any]:
+    """torch's function and dispatch modes now on (``torch.set_default_device``'s excepted):
+    a mode left on by a notebook or an answer could change what a check's comparisons return.
+
+    Introduced in chapter 1.
+    """
+    function_modes = getattr(torch.overrides, "_get_current_function_mode_stack", list)
+    dispatch_modes = getattr(_python_dispatch, "_get_current_dispatch_mode_stack", list)
+    device_mode = getattr(getattr(torch.utils, "_device", None), "DeviceContext", ())
+    return [
+        mode for mode in [*function_modes(), *dispatch_modes()] if not isinstance(mode, device_mode)
+    ]
 
 
 def _torch_functions_enabled() -> bool:

@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils import _python_dispatch
 
 from ..simplified import (
     simplified_attention,
@@ -22,7 +21,7 @@ from ..simplified import (
     softmax_stable,
 )
 from ._core import Exercise, answer_tensor
-from ._shortcuts import later_attention, refusing
+from ._shortcuts import later_attention, refusing, torch_modes_on
 
 
 def _aten(*names: str) -> tuple[Any, ...]:
@@ -149,13 +148,13 @@ def _answer(
     could compare equal to anything. No torch mode that could change what the check
     computes may be on, before or after, and the check's own tensors (which the answer could
     reach through the call stack) must be as they were."""
-    assert not _modes(), "a torch mode is switched on in the notebook; switch it off"
+    assert not torch_modes_on(), "a torch mode is switched on in the notebook; switch it off"
     tensors = [arg for arg in args if isinstance(arg, torch.Tensor)]
     before = [bytes(tensor.numpy().tobytes()) for tensor in tensors]
     copies = [arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in args]
     with refusing(*refused, write=write, named=named):
         got = function(*copies)
-    assert not _modes(), "the answer left a torch mode switched on; return a plain result"
+    assert not torch_modes_on(), "the answer left a torch mode switched on; return a plain result"
     assert [tensor.numpy().tobytes() for tensor in tensors] == before, (
         "the answer changed the check's own inputs"
     )
@@ -167,16 +166,6 @@ def _answer(
         assert type(got) in (list, tuple), f"expected a list, got {type(got).__name__}"
         got = list(got)
     return got
-
-
-def _modes() -> list[Any]:
-    """torch's function and dispatch modes now on, ``torch.set_default_device``'s excepted."""
-    function_modes = getattr(torch.overrides, "_get_current_function_mode_stack", list)
-    dispatch_modes = getattr(_python_dispatch, "_get_current_dispatch_mode_stack", list)
-    device_mode = getattr(getattr(torch.utils, "_device", None), "DeviceContext", ())
-    return [
-        mode for mode in [*function_modes(), *dispatch_modes()] if not isinstance(mode, device_mode)
-    ]
 
 
 def _inputs(seed: int, t: int, d_in: int, scale: float = 1.0, **kwargs: Any) -> torch.Tensor:

@@ -14,11 +14,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils import _python_dispatch
 
 from ..trainable import SelfAttentionV1, SelfAttentionV2
 from ._core import Exercise, answer_tensor
-from ._shortcuts import later_attention, refusing
+from ._shortcuts import later_attention, refusing, torch_modes_on
 
 
 def _aten(*names: str) -> tuple[Any, ...]:
@@ -45,16 +44,6 @@ _ATTENTION_SHORTCUTS = (
 _LATER_ATTENTION = later_attention(2)
 
 
-def _modes() -> list[Any]:
-    """torch's function and dispatch modes now on, ``torch.set_default_device``'s excepted."""
-    function_modes = getattr(torch.overrides, "_get_current_function_mode_stack", list)
-    dispatch_modes = getattr(_python_dispatch, "_get_current_dispatch_mode_stack", list)
-    device_mode = getattr(getattr(torch.utils, "_device", None), "DeviceContext", ())
-    return [
-        mode for mode in [*function_modes(), *dispatch_modes()] if not isinstance(mode, device_mode)
-    ]
-
-
 def _answer(
     function: Callable[..., Any],
     *args: Any,
@@ -69,10 +58,10 @@ def _answer(
     computes its own expectation only after this returns, so the answer cannot read it from
     the check's frame."""
     assert callable(function), "the answer must be a function"
-    assert not _modes(), "a torch mode is switched on in the notebook; switch it off"
+    assert not torch_modes_on(), "a torch mode is switched on in the notebook; switch it off"
     with refusing(*refused, write=write, named=named):
         got = function(*args)
-    assert not _modes(), "the answer left a torch mode switched on; return a plain result"
+    assert not torch_modes_on(), "the answer left a torch mode switched on; return a plain result"
     items = got if type(got) in (tuple, list) else (got,)
     for item in items:
         if isinstance(item, (torch.Tensor, int)):

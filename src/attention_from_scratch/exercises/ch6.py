@@ -20,7 +20,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils import _python_dispatch
 
 from ..positions import (
     RotaryEmbedding,
@@ -30,21 +29,11 @@ from ..positions import (
 )
 from ..training import IGNORE_INDEX, TinyCausalModel
 from ._core import Exercise
-from ._shortcuts import refusing
+from ._shortcuts import refusing, torch_modes_on
 
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def _modes() -> list[Any]:
-    """torch's function and dispatch modes now on, ``torch.set_default_device``'s excepted."""
-    function_modes = getattr(torch.overrides, "_get_current_function_mode_stack", list)
-    dispatch_modes = getattr(_python_dispatch, "_get_current_dispatch_mode_stack", list)
-    device_mode = getattr(getattr(torch.utils, "_device", None), "DeviceContext", ())
-    return [
-        mode for mode in [*function_modes(), *dispatch_modes()] if not isinstance(mode, device_mode)
-    ]
 
 
 def _answer(
@@ -54,10 +43,10 @@ def _answer(
     refused, and no torch mode on before or after: a mode or a tensor subclass could answer
     the check's comparisons."""
     assert callable(function), f"`{what}` must be a function"
-    assert not _modes(), "a torch mode is switched on in the notebook; switch it off"
+    assert not torch_modes_on(), "a torch mode is switched on in the notebook; switch it off"
     with refusing(*_references(), *refused, write=write):
         got = function(*args)
-    assert not _modes(), "the answer left a torch mode switched on; return a plain result"
+    assert not torch_modes_on(), "the answer left a torch mode switched on; return a plain result"
     return got
 
 
