@@ -404,3 +404,15 @@ def test_the_line_view_shows_the_heads_of_chapters_4_and_6() -> None:
         path = ROOT / "book" / f"{stem}.ipynb"
         sources = ["".join(cell["source"]) for cell in figure_cells(path)]
         assert any("plot_attention_lines(" in source for source in sources), stem
+
+
+def test_every_reference_has_its_own_author_year_label() -> None:
+    """Two entries labelled alike ("Karpathy, 2023" twice) fail the book's -W build late;
+    this finds them in a second."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from author_year_labels import AuthorYearLabelStyle
+    from pybtex.database import parse_file
+
+    entries = parse_file(ROOT / "book" / "references.bib").entries
+    labels = list(AuthorYearLabelStyle().format_labels(entries.values()))
+    assert sorted({label for label in labels if labels.count(label) > 1}) == []
