@@ -416,3 +416,5 @@ def test_every_reference_has_its_own_author_year_label() -> None:
     entries = parse_file(ROOT / "book" / "references.bib").entries
     labels = list(AuthorYearLabelStyle().format_labels(entries.values()))
     assert sorted({label for label in labels if labels.count(label) > 1}) == []
+    # Each can be looked up: the HTML checks want a link on every entry.
+    assert [key for key, entry in entries.items() if not {"url", "doi"} & set(entry.fields)] == []
