@@ -22,6 +22,9 @@ import grade  # noqa: E402
 import gradescope  # noqa: E402
 import student_edition  # noqa: E402
 
+pytestmark = pytest.mark.skipif(
+    sys.platform == "win32", reason="Gradescope runs its autograders in Linux containers"
+)
 CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
 HIDDEN = ROOT / "grading" / "hidden" / "ch5.py"
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}

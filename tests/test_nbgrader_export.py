@@ -35,8 +35,11 @@ CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
 BROKEN = "ch5-ex-slice-stride"
 
 
+BIN = NBGRADER_ENV / ("Scripts" if os.name == "nt" else "bin")
+
+
 def nbgrader_env() -> Path:
-    python = NBGRADER_ENV / "bin" / "python"
+    python = BIN / ("python.exe" if os.name == "nt" else "python")
     if not (NBGRADER_ENV / ".ready").exists():
         shutil.rmtree(NBGRADER_ENV, ignore_errors=True)
         NBGRADER_ENV.parent.mkdir(parents=True, exist_ok=True)
@@ -53,13 +56,14 @@ def nbgrader_env() -> Path:
             f"import site; site.addsitedir({ours!r})\n", encoding="utf-8"
         )
         (NBGRADER_ENV / ".ready").touch()
-    return NBGRADER_ENV / "bin"
+    return python
 
 
-def nbgrader(bin_dir: Path, course: Path, *args: str) -> None:
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+def nbgrader(python: Path, course: Path, *args: str) -> None:
+    # nbgrader starts alembic by name: its environment's scripts come first on the PATH.
+    env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(
-        [str(bin_dir / "nbgrader"), *args],
+        [str(python), "-m", "nbgrader", *args],
         cwd=course,
         env=env,
         capture_output=True,
@@ -89,11 +93,11 @@ def broken(nb: nbformat.NotebookNode, marker: str) -> nbformat.NotebookNode:
 
 @pytest.mark.slow
 def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> None:
-    bin_dir = nbgrader_env()
+    python = nbgrader_env()
     course = tmp_path / "course"
     nbgrader_export.export(course)
     assert (course / "nbgrader_config.py").is_file()
-    nbgrader(bin_dir, course, "generate_assignment", "ch5", "--force")
+    nbgrader(python, course, "generate_assignment", "ch5", "--force")
     source = nbformat.read(course / "source" / "ch5" / CHAPTER.name, as_version=4)
     release = nbformat.read(course / "release" / "ch5" / CHAPTER.name, as_version=4)
     # Nothing of a hidden check reaches the student version.
@@ -110,7 +114,7 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
         folder = course / "submitted" / student / "ch5"
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / CHAPTER.name)
-    nbgrader(bin_dir, course, "autograde", "ch5", "--create", "--force")
+    nbgrader(python, course, "autograde", "ch5", "--create", "--force")
     script = (
         "import json, sys\nfrom nbgrader.api import Gradebook\n"
         f"with Gradebook('sqlite:///{course / 'gradebook.db'}') as gb:\n"
@@ -120,7 +124,7 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
         "print(json.dumps(out))\n"
     )
     done = subprocess.run(
-        [str(bin_dir / "python"), "-c", script, *students],
+        [str(python), "-c", script, *students],
         capture_output=True,
         text=True,
         check=True,

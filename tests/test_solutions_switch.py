@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +18,18 @@ sys.path.insert(0, str(ROOT / "tools"))
 import student_edition  # noqa: E402
 
 CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
-JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+# The book's own tools: installed by requirements.txt (`make test`), not by the package's
+# `test` extra that the operating-system matrix of the GitHub CI installs.
+pytest.importorskip("jupyter_book", reason="building the book needs requirements.txt")
 
 
 def build_page(out: Path, solutions: str) -> subprocess.CompletedProcess[str]:
-    config = str(ROOT / "_config.yml")
+    # The command beside this Python (jupyter-book.exe on Windows).
+    command = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
+    assert command is not None, "jupyter-book is not installed beside this Python"
+    build = [command, "build", str(CHAPTER), "--path-output", str(out)]
     return subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(CHAPTER), "--path-output", str(out), "--config", config],
+        [*build, "--config", str(ROOT / "_config.yml")],
         cwd=ROOT,
         env={**os.environ, "BOOK_SOLUTIONS": solutions},
         capture_output=True,
