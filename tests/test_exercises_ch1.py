@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from exercise_helpers import full_marks, reasons
 
 from attention_from_scratch import simplified_attention, softmax_stable, toy_sentence
 from attention_from_scratch.exercises import load_hidden, run_checks
@@ -17,17 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 load_hidden(ROOT / "grading" / "hidden", chapters=[1])
 
 TOKENS, INPUTS = toy_sentence()
-
-
-def full_marks(label: str, namespace: dict) -> bool:
-    result = run_checks(label, namespace, hidden=True)
-    return result.passed and result.earned == result.possible > 0
-
-
-def reasons(label: str, namespace: dict, hidden: bool = True) -> str:
-    result = run_checks(label, namespace, hidden=hidden)
-    assert result.earned < result.possible
-    return " | ".join(c.reason for c in result.checks if not c.passed)
 
 
 def by_hand_softmax(scores: torch.Tensor) -> torch.Tensor:

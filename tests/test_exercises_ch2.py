@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from exercise_helpers import full_marks
+from exercise_helpers import reasons as _reasons
 from torch import nn
 
 from attention_from_scratch import SelfAttentionV1, SelfAttentionV2
@@ -17,18 +19,6 @@ from attention_from_scratch.exercises import load_hidden, run_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 load_hidden(ROOT / "grading" / "hidden", chapters=[2])
-
-
-def full_marks(label: str, namespace: dict) -> bool:
-    result = run_checks(label, namespace, hidden=True)
-    return result.possible > 0 and result.earned == result.possible
-
-
-def reasons(label: str, namespace: dict) -> str:
-    """Every failed check's reason and hint, in one string."""
-    result = run_checks(label, namespace, hidden=True)
-    assert result.earned < result.possible, "expected less than full marks"
-    return " | ".join(f"{c.reason} {c.hint}" for c in result.checks if not c.passed)
 
 
 # --- ch2-ex-v2-into-v1 ----------------------------------------------------------------------
@@ -503,3 +493,8 @@ def test_dot_products_cannot_read_the_checks_draws() -> None:
     assert "no reference" in reasons(
         "ch2-ex-sigma", {"dot_products": from_the_checks_frame("q", "k")}
     )
+
+
+def reasons(label: str, namespace: dict) -> str:
+    """Every failed check's reason and hint, in one string."""
+    return _reasons(label, namespace, hints=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from exercise_helpers import full_marks, reasons
 
 from attention_from_scratch import RotaryEmbedding, evaluate
 from attention_from_scratch.exercises import get_exercise, load_hidden, run_checks
@@ -20,17 +21,6 @@ from attention_from_scratch.training import IGNORE_INDEX
 
 ROOT = Path(__file__).resolve().parents[1]
 load_hidden(ROOT / "grading" / "hidden")
-
-
-def full_marks(label: str, namespace: dict) -> bool:
-    result = run_checks(label, namespace, hidden=True)
-    return result.earned == result.possible and result.possible > 0
-
-
-def reasons(label: str, namespace: dict) -> str:
-    result = run_checks(label, namespace, hidden=True)
-    assert result.earned < result.possible
-    return " | ".join(c.reason for c in result.checks if not c.passed)
 
 
 # ------------------------------------------------------------------------------ rotate half

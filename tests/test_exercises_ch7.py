@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from exercise_helpers import full_marks, reasons
 
 from attention_from_scratch import GroupedQueryAttention, KVCache, tiled_attention
 from attention_from_scratch.exercises import load_hidden, run_checks
@@ -24,17 +25,6 @@ from attention_from_scratch.exercises.ch7 import (
 
 ROOT = Path(__file__).resolve().parent.parent
 load_hidden(ROOT / "grading" / "hidden", chapters=[7])
-
-
-def full_marks(label: str, namespace: dict) -> bool:
-    result = run_checks(label, namespace, hidden=True)
-    return result.passed and result.earned == result.possible > 0
-
-
-def reasons(label: str, namespace: dict, hidden: bool = True) -> str:
-    result = run_checks(label, namespace, hidden=hidden)
-    assert result.earned < result.possible
-    return " | ".join(c.reason for c in result.checks if not c.passed)
 
 
 # ch7-ex-kv-cache ------------------------------------------------------------------------------
