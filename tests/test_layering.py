@@ -38,6 +38,7 @@ HELPERS = {
     "source",
     "plotting",
     "diagrams",
+    "views",
     "exercises",
     "exercises._core",
 }
