@@ -17,23 +17,10 @@ import torch
 
 from .._checks import check_bool, check_positive_float, check_tensor
 from ..plotting import ROLE_COLOURS
-from .widget import View, fallback_table, rounded
+from .widget import View, check_labels, fallback_table, rounded
 
 #: The most tokens an explorer shows: one button per token must stay usable on a phone.
 MAX_EXPLORER_TOKENS = 32
-
-
-def check_tokens(tokens: object, max_tokens: int) -> list[str]:
-    """``tokens`` as a list of str: one label per token, at most ``max_tokens`` of them."""
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        raise TypeError(f"tokens: expected a list of str, got {type(tokens).__name__}")
-    labels = list(tokens)
-    for label in labels:
-        if not isinstance(label, str):
-            raise TypeError(f"tokens: expected a list of str, got an item {label!r}")
-    if not 0 < len(labels) <= max_tokens:
-        raise ValueError(f"tokens: expected 1 to {max_tokens} tokens, got {len(labels)}")
-    return labels
 
 
 def _matrix(name: str, x: object, t: int, last: str) -> torch.Tensor:
@@ -77,7 +64,7 @@ def explorer_data(
     Shape:
         scores ``(t, t)``; values ``(t, d_in)`` or ``(t, d_out)``.
     """
-    labels = check_tokens(tokens, MAX_EXPLORER_TOKENS)
+    labels = check_labels(tokens, MAX_EXPLORER_TOKENS)
     t = len(labels)
     if inputs is not None:
         if queries is not None or keys is not None or values is not None:

@@ -23,6 +23,7 @@ import html
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
@@ -78,6 +79,19 @@ def rounded(values: Any, digits: int = 6) -> Any:
     return values
 
 
+def check_labels(tokens: object, max_tokens: int) -> list[str]:
+    """``tokens`` as a list of str: one label per token, at most ``max_tokens`` of them."""
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        raise TypeError(f"tokens: expected a list of str, got {type(tokens).__name__}")
+    labels = list(tokens)
+    for label in labels:
+        if not isinstance(label, str):
+            raise TypeError(f"tokens: expected a list of str, got an item {label!r}")
+    if not 0 < len(labels) <= max_tokens:
+        raise ValueError(f"tokens: expected 1 to {max_tokens} tokens, got {len(labels)}")
+    return labels
+
+
 class View:
     """One interactive view: a cell that ends in it displays it (introduced in chapter 1).
 
@@ -103,6 +117,16 @@ class View:
         self.label = label
         self.fallback = fallback
         self._json = to_json(data)
+        size = (
+            len(self._json.encode())
+            + len(fallback.encode())
+            + sum(len(asset(part).encode()) for part in ("common.js", f"{name}.js", "views.css"))
+        )
+        if size > MAX_VIEW_BYTES:
+            raise ValueError(
+                f"data: expected a view of at most {MAX_VIEW_BYTES} bytes of script, style and "
+                f"data, got {size}; show fewer tokens, layers or heads"
+            )
 
     def __repr__(self) -> str:
         return f"View({self.name!r}, {len(self._json)} bytes of data)"
