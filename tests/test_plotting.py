@@ -419,8 +419,6 @@ def test_tokens_may_be_a_generator_read_once() -> None:
 
 
 def test_failed_calls_leave_no_figure_open(monkeypatch: pytest.MonkeyPatch) -> None:
-    from attention_from_scratch import plotting
-
     before = plt.get_fignums()
     # Errors found while drawing, after the figure exists.
     with pytest.raises(ValueError, match="no-such-map"):
@@ -431,7 +429,7 @@ def test_failed_calls_leave_no_figure_open(monkeypatch: pytest.MonkeyPatch) -> N
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("drawing failed")
 
-    monkeypatch.setattr(plotting, "_draw_cell", broken)
+    monkeypatch.setattr(Axes, "add_patch", broken)
     with pytest.raises(RuntimeError, match="drawing failed"):
         afs.plot_layout(torch.arange(6.0).view(2, 3))
     assert plt.get_fignums() == before
