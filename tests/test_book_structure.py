@@ -360,19 +360,6 @@ def test_chapter_4s_class_reads_on_one_screen() -> None:
     assert len(lines) <= 74, len(lines)
 
 
-# Figures each chapter had before its schematic diagrams (all data plots); every chapter
-# gained at least two diagrams drawn by `attention_from_scratch.diagrams`.
-FIGURES_BEFORE_DIAGRAMS = {
-    "01_simplified_attention": 3,
-    "02_trainable_qkv": 4,
-    "03_causal_attention": 5,
-    "04_multi_head_attention": 4,
-    "05_tensor_layout": 5,
-    "06_attention_that_learns": 4,
-    "07_attention_at_scale": 2,
-}
-
-
 def figure_cells(path: Path) -> list[dict]:
     return [cell for cell in code_cells(path) if "mystnb" in cell.get("metadata", {})]
 
@@ -380,7 +367,6 @@ def figure_cells(path: Path) -> list[dict]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_chapter_has_its_schematic_diagrams(path: Path) -> None:
     figures = figure_cells(path)
-    assert len(figures) >= FIGURES_BEFORE_DIAGRAMS[path.stem] + 2
     diagrams = [
         cell
         for cell in figures
