@@ -28,14 +28,14 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .causal import CausalAttention, CrossAttention, causal_mask
+from .causal import CausalAttention, CrossAttention, attention, causal_mask
 from .device import pick_device
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
 from .multihead import (
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
     WideMultiHeadAttention,
-    pack_linear,
+    attend,
 )
 from .positions import (
     LearnedPositions,
@@ -121,6 +121,8 @@ __all__ = [
     "TrainingHistory",
     "WideMultiHeadAttention",
     "WordVectorsUnavailable",
+    "attend",
+    "attention",
     "causal_mask",
     "describe_layout",
     "evaluate",
@@ -131,7 +133,6 @@ __all__ = [
     "load_glove",
     "measure_peak_memory",
     "merge_heads",
-    "pack_linear",
     "pick_device",
     "plot_attention",
     "plot_attention_heads",

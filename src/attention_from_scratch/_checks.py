@@ -132,23 +132,12 @@ def check_float_tensor(name: str, x: object) -> torch.Tensor:
     return check_tensor(name, x, ranks=range(64), shape_names=("any shape",), token_axis=False)
 
 
-def check_input(x: object, d_in: int, max_tokens: int, like: torch.Tensor) -> torch.Tensor:
+def check_input(
+    x: object, d_in: int, max_tokens: int, like: nn.Module | torch.Tensor
+) -> torch.Tensor:
     """Return the input ``x`` of an attention layer if it is a ``(b, t, d_in)`` tensor with
-    ``1 <= t <= max_tokens``, on the device and of the dtype of ``like`` (a weight).
-
-    The common case is recognised with a few comparisons, so that the check costs little on
-    small inputs; anything else goes through :func:`check_tensor`, which names the problem.
-    """
-    if isinstance(x, torch.Tensor):
-        shape = x.shape  # read once: every read builds a new torch.Size
-        if (
-            len(shape) == 3
-            and shape[2] == d_in
-            and 0 < shape[1] <= max_tokens
-            and x.dtype == like.dtype
-            and x.device == like.device
-        ):
-            return x
+    ``1 <= t <= max_tokens``, on the device and of the dtype of ``like`` (the layer, or one of
+    its weights)."""
     return check_tensor(
         "x",
         x,
@@ -160,12 +149,100 @@ def check_input(x: object, d_in: int, max_tokens: int, like: torch.Tensor) -> to
     )
 
 
+def check_tokens(name: str, tokens: object) -> torch.Tensor:
+    """Return ``tokens`` if it is a ``(b, t)`` integer tensor of token ids with ``t >= 1``."""
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"{name}: expected a torch.Tensor of token ids, shape (b, t), "
+            f"got {type(tokens).__name__}"
+        )
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"{name}: expected an integer tensor (torch.long), got {tokens.dtype}")
+    if tokens.dim() != 2 or tokens.shape[1] == 0:
+        raise ValueError(
+            f"{name}: expected a tensor of shape (b, t) with t >= 1, got {tuple(tokens.shape)}"
+        )
+    return tokens
+
+
+def check_attention_inputs(
+    queries: object,
+    keys: object,
+    values: object,
+    mask: object = None,
+    dropout_p: object = 0.0,
+    scale: object = None,
+) -> tuple[float, float | None]:
+    """Check the arguments of an attention function and return ``(dropout_p, scale)``.
+
+    Queries ``(..., t, d)``, keys ``(..., s, d)`` and values ``(..., s, d_v)``: floating-point
+    tensors of one dtype, on one device, whose leading dimensions broadcast together; ``mask``
+    ``None`` or a bool tensor that broadcasts to ``(..., t, s)`` without enlarging it;
+    ``dropout_p`` in [0, 1); ``scale`` ``None`` or a positive number.
+    """
+    names = ("queries", "keys", "values")
+    shapes = ("(..., t, d)", "(..., s, d)", "(..., s, d_v)")
+    tensors = [
+        check_tensor(name, x, ranks=range(2, 64), shape_names=(shape,))
+        for name, x, shape in zip(names, (queries, keys, values), shapes, strict=True)
+    ]
+    q, k, v = tensors
+    for name, x in zip(names[1:], tensors[1:], strict=True):
+        if x.dtype != q.dtype:
+            raise TypeError(f"{name}: expected dtype {q.dtype} like the queries, got {x.dtype}")
+        if x.device != q.device:
+            raise ValueError(
+                f"{name}: expected a tensor on the queries' device {q.device}, got {x.device}"
+            )
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"keys: expected the last dimension to be d={q.shape[-1]} like the queries "
+            f"{tuple(q.shape)}, got shape {tuple(k.shape)}"
+        )
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"values: expected s={k.shape[-2]} tokens like the keys {tuple(k.shape)}, "
+            f"got shape {tuple(v.shape)}"
+        )
+    try:
+        leading = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"keys: expected leading dimensions that broadcast with the queries' and the "
+            f"values', got queries {tuple(q.shape)}, keys {tuple(k.shape)}, values "
+            f"{tuple(v.shape)}"
+        ) from None
+    if mask is not None:
+        target = (*leading, q.shape[-2], k.shape[-2])  # (..., t, s)
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise TypeError(
+                f"mask: expected a bool tensor (True = hidden) that broadcasts to "
+                f"(..., t, s) = {target}, got {got}"
+            )
+        if mask.device != q.device:
+            raise ValueError(
+                f"mask: expected a tensor on the queries' device {q.device}, got {mask.device}"
+            )
+        try:
+            fits = torch.broadcast_shapes(mask.shape, target) == target
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"mask: expected a shape that broadcasts to (..., t, s) = {target}, "
+                f"got {tuple(mask.shape)}"
+            )
+    dropout_p = check_dropout(dropout_p, "dropout_p")
+    if scale is not None:
+        scale = check_positive_float("scale", scale)
+    return dropout_p, scale
+
+
 def check_return_weights(value: object, fused: object) -> bool:
     """Return ``value`` if it is a bool, and refuse ``True`` on a fused path, which does
     not return the weight matrix. ``fused``, an attribute that may be reassigned after
     construction, is checked here too, so a wrong value is named at the next call."""
-    if value is False and (fused is True or fused is False):
-        return False
     fused = check_bool("fused", fused)
     value = check_bool("return_weights", value)
     if fused and value:

@@ -1,15 +1,21 @@
 """Chapter 3: hiding the future with a causal mask, dropout, and cross-attention.
 
+:func:`attention` holds the arithmetic of attention (scale, scores, mask, softmax, dropout,
+weighted sum) once; every attention class of this chapter and of the later ones calls it.
+
 Dimension names used here: ``b`` batch, ``t`` query tokens, ``s`` key/value tokens (``s = t``
-in self-attention), ``d_in`` input size, ``d_out`` size of queries, keys, values and outputs.
+in self-attention), ``d_in`` input size, ``d_out`` size of queries, keys, values and outputs,
+``d`` size of a query or key, ``d_v`` size of a value.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_attention_inputs,
     check_bool,
     check_device,
     check_dropout,
@@ -44,13 +50,79 @@ def causal_mask(
     return torch.triu(ones, diagonal=1)  # (t, t)
 
 
+def attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, written out: the one place the package computes it.
+
+    The queries are multiplied by ``scale`` (``1 / sqrt(d)`` by default) before the product
+    with the keys, which gives the scores of ``(q / sqrt(d)) . k`` and keeps them finite in
+    float16 (chapter 7); the hidden scores are set to ``-inf``, a softmax over the keys gives
+    the weights, dropout (if ``dropout_p > 0``) zeroes some of them and scales the rest by
+    ``1 / (1 - p)``, and the weights mix the values.
+
+    A row whose keys are all hidden has no softmax (``exp(-inf)`` sums to 0, and ``0 / 0``
+    is NaN): its weights are set to zero, so its context vector is zero, as
+    ``torch.nn.functional.scaled_dot_product_attention`` returns for such a row.
+
+    Args:
+        queries: ``(..., t, d)``.
+        keys: ``(..., s, d)``; its leading dimensions broadcast with the queries' (grouped
+            heads pass queries ``(b, g, r, t, d)`` and keys ``(b, g, 1, s, d)``).
+        values: ``(..., s, d_v)``.
+        mask: ``None``, or a bool tensor, ``True`` where a query must not see a key, that
+            broadcasts to ``(..., t, s)``: a causal mask ``(t, t)``, a padding mask
+            ``(b, 1, 1, s)``, one mask per sequence ``(b, t, s)``.
+        dropout_p: the probability of zeroing a weight; the caller passes
+            ``self.dropout.p if self.training else 0.0``, since a function knows no
+            training mode.
+        scale: the factor of the queries, ``d ** -0.5`` when ``None``.
+
+    Returns:
+        ``(context, weights)``: ``(..., t, d_v)`` and the weights actually applied, after
+        dropout, ``(..., t, s)``.
+
+    Introduced in chapter 3.
+    """
+    dropout_p, scale = check_attention_inputs(
+        queries,
+        keys,
+        values,
+        mask,
+        dropout_p,
+        scale,
+    )
+    if scale is None:
+        scale = queries.shape[-1] ** -0.5  # 1 / sqrt(d)
+    # Scaled before the product: float16 scores stay finite (chapter 7).
+    scores = (queries * scale) @ keys.transpose(-2, -1)  # (..., t, s)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))  # (..., t, s)
+    weights = torch.softmax(scores, dim=-1)  # (..., t, s)
+    if mask is not None:
+        # A row with every key hidden is 0 / 0 = NaN: zero weights instead.
+        no_key = mask.all(dim=-1, keepdim=True)  # (..., t, 1)
+        weights = weights.masked_fill(no_key, 0.0)  # (..., t, s)
+    if dropout_p > 0:
+        weights = F.dropout(weights, dropout_p)  # (..., t, s)
+    context = weights @ values  # (..., t, d_v)
+    return context, weights
+
+
 class CausalAttention(nn.Module):
     """Single-head self-attention in which each token sees only itself and earlier tokens.
 
-    The scores above the diagonal are set to ``-inf`` before softmax, so their weights are
-    exactly zero and every row still sums to one. Dropout is then applied to the weights during
-    training. The mask is a non-persistent buffer: it follows the module across ``.to(device)``
-    but is not saved in the ``state_dict``, because it can always be rebuilt.
+    Three projections, then :func:`attention` with the causal mask: the scores above the
+    diagonal are set to ``-inf`` before softmax, so their weights are exactly zero and every
+    row still sums to one. Dropout is then applied to the weights during training. The mask
+    is a non-persistent buffer: it follows the module across ``.to(device)`` but is not saved
+    in the ``state_dict``, because it can always be rebuilt.
 
     Args:
         d_in: size of each input embedding.
@@ -104,18 +176,16 @@ class CausalAttention(nn.Module):
             like=self,
         )
         return_weights = check_bool("return_weights", return_weights)
-        num_tokens = x.shape[1]
+        t = x.shape[1]
         queries = self.W_query(x)  # (b, t, d_out)
         keys = self.W_key(x)  # (b, t, d_out)
         values = self.W_value(x)  # (b, t, d_out)
-        scores = queries @ keys.transpose(1, 2)  # (b, t, t)
         # Slice the stored mask: a shorter input needs its top-left corner.
-        future = self.mask[:num_tokens, :num_tokens]  # (t, t)
-        scores = scores.masked_fill(future, float("-inf"))  # (b, t, t)
-        scores = scores / keys.shape[-1] ** 0.5  # divided by sqrt(d_k)
-        weights = torch.softmax(scores, dim=-1)  # (b, t, t)
-        weights = self.dropout(weights)
-        context = weights @ values  # (b, t, d_out)
+        future = self.mask[:t, :t]  # (t, t)
+        p = self.dropout.p if self.training else 0.0
+        context, weights = attention(
+            queries, keys, values, future, dropout_p=p
+        )  # (b, t, d_out), (b, t, t)
         return (context, weights) if return_weights else context
 
     def extra_repr(self) -> str:
@@ -128,6 +198,7 @@ class CrossAttention(nn.Module):
 
     A decoder that translates English into French, say, lets each French token (a query) look
     at all English tokens (keys and values). Nothing is masked: the whole source is known.
+    The projections differ from self-attention; the arithmetic is :func:`attention`'s.
 
     Args:
         d_in: size of each embedding of the query sequence ``x``.
@@ -190,10 +261,7 @@ class CrossAttention(nn.Module):
         queries = self.W_query(x)  # (b, t, d_out)
         keys = self.W_key(context)  # (b, s, d_out)
         values = self.W_value(context)  # (b, s, d_out)
-        scores = queries @ keys.transpose(1, 2)  # (b, t, s)
-        scores = scores / keys.shape[-1] ** 0.5  # divided by sqrt(d_k)
-        weights = torch.softmax(scores, dim=-1)  # (b, t, s)
-        out = weights @ values  # (b, t, d_out)
+        out, weights = attention(queries, keys, values)  # (b, t, d_out)
         return (out, weights) if return_weights else out
 
     def extra_repr(self) -> str:

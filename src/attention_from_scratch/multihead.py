@@ -6,13 +6,12 @@ Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d_in`` inpu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_attention_inputs,
     check_bool,
     check_divisible,
     check_dropout,
@@ -21,7 +20,7 @@ from ._checks import (
     check_return_weights,
     check_tensor,
 )
-from .causal import CausalAttention, causal_mask
+from .causal import CausalAttention, attention, causal_mask
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -76,66 +75,103 @@ class MultiHeadAttentionWrapper(nn.Module):
         return context, weights
 
 
-def pack_linear(
-    layers: Sequence[nn.Linear],
+def attend(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The weights and biases of several linear layers stacked into those of
-    one layer, so that ``F.linear(x, *pack_linear(layers))`` equals
-    ``torch.cat([layer(x) for layer in layers], dim=-1)`` in one matmul.
+    """Attention of every head, on one of two paths that compute the same function.
 
-    The rows are in the order ``torch.nn.MultiheadAttention`` keeps in its
-    ``in_proj_weight``, but stacked at every call, so the result always holds
-    the layers' current weights, and autograd splits the gradient back to
-    each layer. The stacking copies the weights: worth it when many tokens
-    share the one matmul, not when one token is decoded at a time.
+    - explicit (``fused=False``): chapter 3's :func:`~attention_from_scratch.attention`,
+      which forms the ``(..., t, s)`` weights and returns them;
+    - fused (``fused=True``): ``torch.nn.functional.scaled_dot_product_attention``, which
+      runs a fused kernel where one accepts the call (FlashAttention-style, holding one tile
+      of the weights at a time) and otherwise a fallback that forms them (chapter 7
+      measures both). It returns no weights.
+
+    Both scale by ``1 / sqrt(d_h)``, and both give a query that sees no key a zero context
+    vector.
 
     Args:
-        layers: ``nn.Linear`` layers that all read ``d_in`` numbers; all with
-            a bias or all without.
+        queries: ``(..., t, d_h)``, e.g. ``(b, h, t, d_h)``.
+        keys: ``(..., s, d_h)``; leading dimensions broadcast with the queries'.
+        values: ``(..., s, d_h)``.
+        mask: ``None`` or a bool tensor, ``True`` = hidden, that broadcasts to
+            ``(..., t, s)`` (``torch.nn.MultiheadAttention``'s convention; the fused path
+            inverts it for ``scaled_dot_product_attention``, whose ``True`` means
+            allowed).
+        dropout_p: the probability of zeroing a weight; pass 0.0 outside training.
+        is_causal: hide the future: query ``i`` sees keys ``0, ..., i`` (the top-left
+            alignment of ``scaled_dot_product_attention``); not with a ``mask``.
+        fused: take the fused path.
 
     Returns:
-        ``(weight, bias)``: ``(sum of out_features, d_in)`` and
-        ``(sum of out_features,)``, or ``None`` for layers without a bias.
+        ``(context, weights)``: ``(..., t, d_h)`` and ``(..., t, s)``, or ``None`` for the
+        weights on the fused path.
 
     Introduced in chapter 4.
     """
-    weight = torch.cat([layer.weight for layer in layers])  # (d_out sum, d_in)
-    bias = layers[0].bias
-    if bias is not None:
-        bias = torch.cat([layer.bias for layer in layers])  # (d_out sum,)
-    return weight, bias
+    is_causal = check_bool("is_causal", is_causal)
+    fused = check_bool("fused", fused)
+    if is_causal and mask is not None:
+        raise ValueError(
+            "mask: expected None with is_causal=True, which builds the "
+            "causal mask, got a tensor; pass the causal mask combined with "
+            "yours (mask | future)"
+        )
+    dropout_p, _ = check_attention_inputs(
+        queries,
+        keys,
+        values,
+        mask,
+        dropout_p,
+    )
+    t, s = queries.shape[-2], keys.shape[-2]
+    if fused:
+        allowed = None
+        if mask is not None:  # ~: True = allowed, at least (t, s) for SDPA
+            allowed = (~mask).broadcast_to(*mask.shape[:-2], t, s)
+        context = F.scaled_dot_product_attention(
+            queries,
+            keys,
+            values,
+            attn_mask=allowed,
+            dropout_p=dropout_p,
+            is_causal=is_causal,
+        )  # (..., t, d_h)
+        return context, None
+    if is_causal:
+        ones = torch.ones(t, s, dtype=torch.bool, device=queries.device)
+        mask = ones.triu(1)  # (t, s): key j > query i is hidden
+    return attention(queries, keys, values, mask, dropout_p=dropout_p)
 
 
 class MultiHeadAttention(nn.Module):
     """Causal multi-head attention computed for all heads at once.
 
     One projection of size ``d_out`` per role (query, key, value) is split
-    into ``h`` heads of size ``d_h = d_out // h``; a single batched matmul
-    scores every head; the heads are merged back and mixed by ``out_proj``.
-    Layers are created in the order ``W_query``, ``W_key``, ``W_value``,
-    ``out_proj``.
+    into ``h`` heads of size ``d_h = d_out // h``; :func:`attend` computes
+    every head's attention in batched matmuls; the heads are merged back and
+    mixed by ``out_proj``. Layers are created in the order ``W_query``,
+    ``W_key``, ``W_value``, ``out_proj``.
 
-    ``forward`` runs two steps that a subclass may replace: :meth:`project`
-    (the three projections as one matmul, :func:`pack_linear`, split into
-    heads) and :meth:`attend` (scores, causal mask, softmax, dropout and the
-    weighted sum of the values). Chapter 6 replaces ``project`` to rotate
-    queries and keys; chapter 7's ``CachedAttention`` replaces ``forward`` to
-    build padding masks and use a KV cache, and extends the two steps.
-    ``attend`` has two paths that compute the same function:
+    ``forward`` checks its input once, then runs two steps that a subclass
+    may replace: :meth:`project` (the three projections, split into heads)
+    and :meth:`attend` (:func:`attend` with the causal mask and this
+    module's dropout and path). Chapter 6 replaces ``project`` to rotate
+    queries and keys; chapter 7 adds padding masks and a KV cache.
 
-    - explicit (``fused=False``, the default): the steps written out, as
-      taught in the book (the queries are multiplied by ``1 / sqrt(d_h)``
-      before ``q @ k.T``, which keeps float16 scores finite; chapter 7
-      explains why);
-    - fused (``fused=True``): ``torch.nn.functional.
-      scaled_dot_product_attention``, which runs a fused kernel where one
-      accepts the call (FlashAttention-style, holding one tile of the
-      ``(t, t)`` matrix at a time) and otherwise a fallback that forms the
-      matrix (chapter 7 measures both). It cannot return weights.
-
-    ``fused`` is a plain attribute that may be switched at any time (a value
-    that is not a bool is refused by the next ``forward``); ``context_length``
-    is read-only, since the causal mask is built for it.
+    ``fused`` picks the path of :func:`attend`: the steps written out
+    (``False``, the default, as taught in the book) or
+    ``scaled_dot_product_attention`` (``True``), which cannot return the
+    weights. It is a plain attribute that may be switched at any time (a
+    value that is not a bool is refused by the next ``forward``);
+    ``context_length`` is read-only, since the causal mask is built for it.
 
     Args:
         d_in: size of each input embedding.
@@ -196,48 +232,46 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        x = check_input(x, self.d_in, self.context_length, like=self)
         return_weights = check_return_weights(return_weights, self.fused)
+        b, t, _ = x.shape
         queries, keys, values = self.project(x)  # (b, h, t, d_h) each
         context, weights = self.attend(queries, keys, values)  # (b, h, t, d_h)
-        b, t, _ = x.shape
         context = context.transpose(1, 2)  # (b, t, h, d_h)
         context = context.reshape(b, t, self.d_out)  # (b, t, d_out)
         out = self.out_proj(context)  # (b, t, d_out)
         return (out, weights) if return_weights else out
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Check ``x``, ``(b, t, d_in)``, and return its queries, keys and
-        values split into heads, each ``(b, h, t, d_h)``."""
-        # The three projections as one matmul: 3 d_out rows of weights.
-        layers = (self.W_query, self.W_key, self.W_value)
-        weight, bias = pack_linear(layers)  # (3 d_out, d_in), (3 d_out,)
-        x = check_input(x, self.d_in, self.context_length, like=weight)
+        """The queries, keys and values of ``x``, ``(b, t, d_in)``, split
+        into heads: each ``(b, h, t, d_h)``."""
         b, t, _ = x.shape
-        h, d_h = self.num_heads, self.head_dim
-        qkv = F.linear(x, weight, bias)  # (b, t, 3 d_out)
-        qkv = qkv.view(b, t, 3, h, d_h)  # (b, t, 3, h, d_h)
-        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, b, h, t, d_h)
-        return qkv.unbind(0)  # queries, keys, values: (b, h, t, d_h) each
+        heads = (b, t, self.num_heads, self.head_dim)
+        queries = self.W_query(x).view(heads)  # (b, t, h, d_h)
+        keys = self.W_key(x).view(heads)  # (b, t, h, d_h)
+        values = self.W_value(x).view(heads)  # (b, t, h, d_h)
+        # The heads in front of the tokens: one (t, d_h) problem per head.
+        return (
+            queries.transpose(1, 2),  # (b, h, t, d_h)
+            keys.transpose(1, 2),  # (b, h, t, d_h)
+            values.transpose(1, 2),  # (b, h, t, d_h)
+        )
 
     def attend(
         self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Causal attention of every head: the context vectors ``(b, h, t,
-        d_h)`` and, on the explicit path, the weights ``(b, h, t, t)``
-        (``None`` on the fused path)."""
-        if self.fused:
-            p = self.dropout.p if self.training else 0.0
-            context = F.scaled_dot_product_attention(
-                queries, keys, values, dropout_p=p, is_causal=True
-            )  # (b, h, t, d_h)
-            return context, None
-        t = queries.shape[2]
-        # Scaled before the product: float16 stays finite (chapter 7).
-        queries = queries * self.head_dim**-0.5
-        scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
-        scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
-        weights = self.dropout(torch.softmax(scores, dim=-1))  # (b, h, t, t)
-        return weights @ values, weights  # (b, h, t, d_h), (b, h, t, t)
+        """Causal attention of every head, :func:`attend` on this module's
+        path: the context ``(b, h, t, d_h)`` and the weights ``(b, h, t,
+        t)``, or ``None`` on the fused path."""
+        p = self.dropout.p if self.training else 0.0
+        return attend(
+            queries,
+            keys,
+            values,
+            dropout_p=p,
+            is_causal=True,
+            fused=self.fused,
+        )
 
     def extra_repr(self) -> str:
         h, n = self.num_heads, self.context_length
@@ -251,8 +285,9 @@ class WideMultiHeadAttention(nn.Module):
     key and value, so the projections have ``h * d_in`` outputs and a final ``unify_heads``
     layer maps the ``h * d_in`` concatenated features back to ``d_in``. Compared with
     :class:`MultiHeadAttention`, which splits ``d_out`` among the heads, this costs about
-    ``h`` times the parameters and compute. Queries and keys are each divided by ``d_in**0.25``,
-    which divides their dot product by ``sqrt(d_in)``, as usual. Nothing is masked.
+    ``h`` times the parameters and compute. The attention of every head is chapter 3's
+    :func:`~attention_from_scratch.attention`, scaled by ``1 / sqrt(d_in)``. Nothing is
+    masked.
 
     Args:
         d_in: size of each input embedding, and of each head.
@@ -296,16 +331,16 @@ class WideMultiHeadAttention(nn.Module):
         )
         return_weights = check_bool("return_weights", return_weights)
         b, t, d = x.shape
-        h, scale = self.num_heads, d**0.25
+        h = self.num_heads
         queries = self.W_query(x).view(b, t, h, d)  # (b, t, h, d_in)
         keys = self.W_key(x).view(b, t, h, d)  # (b, t, h, d_in)
         values = self.W_value(x).view(b, t, h, d)  # (b, t, h, d_in)
-        queries = queries.transpose(1, 2) / scale  # (b, h, t, d_in)
-        keys = keys.transpose(1, 2) / scale  # (b, h, t, d_in)
-        values = values.transpose(1, 2)  # (b, h, t, d_in)
-        scores = queries @ keys.transpose(2, 3)  # (b, h, t, t)
-        weights = torch.softmax(scores, dim=-1)  # (b, h, t, t)
-        context = (weights @ values).transpose(1, 2)  # (b, t, h, d_in)
+        context, weights = attention(
+            queries.transpose(1, 2),  # (b, h, t, d_in)
+            keys.transpose(1, 2),  # (b, h, t, d_in)
+            values.transpose(1, 2),  # (b, h, t, d_in)
+        )  # (b, h, t, d_in), (b, h, t, t)
+        context = context.transpose(1, 2)  # (b, t, h, d_in)
         context = context.reshape(b, t, h * d)  # (b, t, h * d_in)
         out = self.unify_heads(context)  # (b, t, d_in)
         return (out, weights) if return_weights else out

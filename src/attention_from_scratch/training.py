@@ -21,7 +21,13 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 from tqdm import tqdm
 
-from ._checks import check_bool, check_dropout, check_positive_float, check_positive_int
+from ._checks import (
+    check_bool,
+    check_dropout,
+    check_positive_float,
+    check_positive_int,
+    check_tokens,
+)
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions, RotaryMultiHeadAttention, SinusoidalPositions
 
@@ -38,24 +44,13 @@ def _check_seed(seed: object) -> int:
     return seed
 
 
-def _check_tokens(name: str, tokens: object) -> torch.Tensor:
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(
-            f"{name}: expected a torch.Tensor of token ids, shape (b, t), "
-            f"got {type(tokens).__name__}"
-        )
-    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-        raise TypeError(f"{name}: expected an integer tensor (torch.long), got {tokens.dtype}")
-    if tokens.dim() != 2 or tokens.shape[1] == 0:
-        raise ValueError(
-            f"{name}: expected a tensor of shape (b, t) with t >= 1, got {tuple(tokens.shape)}"
-        )
-    return tokens
+# Chapter 7's module still imports the old private name; it moves to check_tokens.
+_check_tokens = check_tokens
 
 
 def _check_inputs_and_targets(inputs: object, targets: object) -> tuple[torch.Tensor, torch.Tensor]:
-    inputs = _check_tokens("inputs", inputs)
-    targets = _check_tokens("targets", targets)
+    inputs = check_tokens("inputs", inputs)
+    targets = check_tokens("targets", targets)
     if inputs.shape != targets.shape:
         raise ValueError(
             f"targets: expected the shape of inputs {tuple(inputs.shape)}, "
@@ -285,7 +280,7 @@ class TinyCausalModel(nn.Module):
         Returns:
             ``(b, t, vocab)`` logits, and with ``return_weights=True`` the list of weights.
         """
-        tokens = _check_tokens("tokens", tokens)
+        tokens = check_tokens("tokens", tokens)
         return_weights = check_bool("return_weights", return_weights)
         x = self.embed(tokens)  # (b, t, d)
         all_weights = []
@@ -577,7 +572,7 @@ def induction_scores(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tenso
     Introduced in chapter 6.
     """
     weights = _check_weights(weights)
-    tokens = _check_tokens("tokens", tokens)
+    tokens = check_tokens("tokens", tokens)
     b, _, t, _ = weights.shape
     if tuple(tokens.shape) != (b, t):
         raise ValueError(
