@@ -209,6 +209,7 @@ SHOWN = {
         "split_heads",
         "merge_heads",
         "MultiHeadAttention",
+        "attend",
         "WideMultiHeadAttention",
     ],
     "05_tensor_layout": ["Layout", "describe_layout", "shares_storage"],

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..causal import CausalAttention, causal_mask
+from ..causal import CausalAttention, attention, causal_mask
 from ._core import Exercise
 from ._shortcuts import ShortcutTaken, refusing
 
@@ -68,6 +68,11 @@ sliding_window = Exercise("ch3-ex-sliding-window", chapter=3)
 
 WINDOW_CASES = ((7, 2), (9, 3), (5, 1))
 
+# The package's attention and torch's compute masked weights: with the identity as values
+# (or keys) either would answer for the learner.
+ATTENTION_SHORTCUTS = (attention, F.scaled_dot_product_attention)
+WINDOW_SHORTCUTS = (causal_mask, CausalAttention, *ATTENTION_SHORTCUTS)
+
 
 def _large_window_case(seed: int) -> tuple[int, int]:
     """A size no table of masks made in advance could hold: t in 100..399."""
@@ -77,7 +82,7 @@ def _large_window_case(seed: int) -> tuple[int, int]:
 
 def _call_window_mask(window_mask, t: int, window: int) -> torch.Tensor:
     assert callable(window_mask), "`window_mask` must be a function of (t, window)"
-    with _refusing(causal_mask, CausalAttention, write="the window mask"):
+    with _refusing(*WINDOW_SHORTCUTS, write="the window mask"):
         mask = window_mask(t, window)
     return _as_tensor(mask, (t, t))
 
@@ -116,7 +121,7 @@ def window_attention_any_size(window_attention):
         scores = torch.randn(*shape, generator=generator) * 2
         t = shape[-1]
         given = scores.clone()
-        with _refusing(causal_mask, CausalAttention, write="the window mask"):
+        with _refusing(*WINDOW_SHORTCUTS, write="the window mask"):
             weights = window_attention(given, window)
         weights = _as_tensor(weights, shape)
         expected = torch.softmax(
@@ -251,7 +256,7 @@ def _masked_softmax_inputs(seed: int, shape: tuple[int, ...], scale: float):
 def _check_masked_softmax(masked_softmax, shape, scale, seed) -> None:
     assert callable(masked_softmax), "`masked_softmax` must be a function of (scores, hide)"
     scores, hide = _masked_softmax_inputs(seed, shape, scale)
-    with _refusing(*MASKED_SOFTMAX_SHORTCUTS, write="the masked softmax"):
+    with _refusing(*MASKED_SOFTMAX_SHORTCUTS, *ATTENTION_SHORTCUTS, write="the masked softmax"):
         out = masked_softmax(scores.clone(), hide.clone())
     out = _as_tensor(out, shape)
     expected = _masked_weights(scores, hide)
