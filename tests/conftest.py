@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -26,3 +28,12 @@ def toy_inputs() -> torch.Tensor:
 def toy_batch(toy_inputs: torch.Tensor) -> torch.Tensor:
     """Two copies of the toy sentence, shape (b, t, d_in) = (2, 6, 3), as in the source notebook."""
     return torch.stack((toy_inputs, toy_inputs), dim=0)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Close every matplotlib figure a test leaves open (only where pyplot was imported)."""
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from helpers import randn
 from torch import nn
 
 import attention_from_scratch as afs
@@ -22,10 +23,6 @@ _mps = getattr(torch.backends, "mps", None)
 needs_mps = pytest.mark.skipif(
     _mps is None or not _mps.is_available(), reason="needs Apple MPS; it is not available here"
 )
-
-
-def randn(*shape: int, seed: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 # Each case: a factory for the module, and the shapes of its inputs (CrossAttention takes two).

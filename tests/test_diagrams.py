@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from helpers import TOKENS, all_texts
 from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
@@ -28,14 +29,6 @@ import attention_from_scratch as afs
 from attention_from_scratch import diagrams
 from attention_from_scratch.plotting import HEAD_COLOURS, ROLE_COLOURS
 
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 # Okabe and Ito's eight colours, distinguishable with every common colour-vision deficiency.
 OKABE_ITO = {
     "#000000",
@@ -52,10 +45,6 @@ OKABE_ITO = {
 
 def inputs() -> torch.Tensor:
     return afs.toy_sentence()[1]
-
-
-def all_texts(fig: Figure) -> list[str]:
-    return [text.get_text() for text in fig.findobj(Text) if text.get_text()]
 
 
 def weights(rows: int = 6) -> torch.Tensor:

@@ -12,42 +12,18 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from helpers import FAST, forward_backward, randn
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
 import attention_from_scratch as afs
 
-FAST = settings(max_examples=25, deadline=None)
 DTYPES = [torch.float32, torch.float64]
 TOL = {
     torch.float32: {"rtol": 1e-4, "atol": 1e-5},
     torch.float64: {"rtol": 1e-9, "atol": 1e-11},
 }
-
-
-def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
-def forward_backward(
-    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, seed: int = 0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run ``fn`` on a fresh copy of ``x`` and backpropagate a random probe of the output.
-
-    A random probe (rather than ``out.sum()``) makes every output element matter with a
-    different weight, so a gradient that is wrong for one element cannot hide.
-
-    Returns:
-        The output and the gradient with respect to ``x``; parameter gradients stay in the
-        modules' ``.grad`` fields.
-    """
-    x = x.detach().clone().requires_grad_(True)
-    out = fn(x)
-    probe = randn(*out.shape, seed=seed + 1, dtype=out.dtype)
-    (out * probe).sum().backward()
-    assert x.grad is not None
-    return out.detach(), x.grad
 
 
 def set_identity_out_proj(module: afs.MultiHeadAttention) -> None:

@@ -14,18 +14,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
 import attention_from_scratch as afs
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def check_message(error: pytest.ExceptionInfo[BaseException]) -> None:

@@ -6,12 +6,11 @@ import dataclasses
 
 import pytest
 import torch
-from hypothesis import given, settings
+from helpers import FAST
+from hypothesis import given
 from hypothesis import strategies as st
 
 import attention_from_scratch as afs
-
-FAST = settings(max_examples=25, deadline=None)
 
 sizes = {
     "b": st.integers(1, 3),

@@ -21,20 +21,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from helpers import TOKENS, text_objects
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.text import Text
 
 import attention_from_scratch as afs
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 
 
 def texts(ax: Axes) -> list[str]:
@@ -305,10 +296,6 @@ def test_plot_layout_of_a_slice_with_an_offset() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def all_texts(fig: Figure) -> list[Text]:
-    return [text for text in fig.findobj(Text) if text.get_text() and text.get_visible()]
-
-
 @pytest.mark.parametrize(
     "call",
     [
@@ -470,7 +457,7 @@ def test_eight_heads_make_four_rows_of_two_with_one_colour_bar() -> None:
     # No numbers in small panels; every text of the figure is at least 9 points.
     assert all(texts(ax) == [] for ax in heatmaps)
     fig.canvas.draw()
-    assert min(text.get_fontsize() for text in all_texts(fig)) >= 9
+    assert min(text.get_fontsize() for text in text_objects(fig)) >= 9
     # Each panel is about 3 inches wide with its labels (its slot is half of 6.7 inches),
     # and its heatmap alone more than 2 inches.
     renderer = fig.canvas.get_renderer()
@@ -483,7 +470,7 @@ def test_two_small_heads_keep_their_numbers_at_nine_points() -> None:
     fig = afs.plot_attention_heads(torch.full((2, 6, 6), 1 / 6), TOKENS)
     heatmaps = [ax for ax in fig.axes if ax.get_title().startswith("head")]
     assert [len(texts(ax)) for ax in heatmaps] == [36, 36]
-    assert min(text.get_fontsize() for text in all_texts(fig)) >= 9
+    assert min(text.get_fontsize() for text in text_objects(fig)) >= 9
     assert [ax.get_label() for ax in fig.axes].count("<colorbar>") == 1
     with pytest.raises(ValueError, match=r"annotate: expected at most 8 tokens .* got 12"):
         afs.plot_attention_heads(torch.full((2, 12, 12), 1 / 12), annotate=True)
@@ -495,7 +482,7 @@ def test_every_text_is_at_least_nine_points(toy_tokens: list[str]) -> None:
         afs.plot_layout(torch.arange(12.0).view(3, 4).T),
     ]
     for fig in figures:
-        sizes = [text.get_fontsize() for text in all_texts(fig)]
+        sizes = [text.get_fontsize() for text in text_objects(fig)]
         assert sizes and min(sizes) >= 9
         assert fig.get_figwidth() <= 7.0 + 1e-9
 
