@@ -203,7 +203,7 @@ SHOWN = {
         "simplified_attention",
     ],
     "02_trainable_qkv": ["SelfAttentionV1", "SelfAttentionV2"],
-    "03_causal_attention": ["causal_mask", "CausalAttention", "CrossAttention"],
+    "03_causal_attention": ["causal_mask", "attention", "CausalAttention", "CrossAttention"],
     "04_multi_head_attention": [
         "MultiHeadAttentionWrapper",
         "split_heads",

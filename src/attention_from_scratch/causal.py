@@ -1,7 +1,7 @@
 """Chapter 3: hiding the future with a causal mask, dropout, and cross-attention.
 
 :func:`attention` holds the arithmetic of attention (scale, scores, mask, softmax, dropout,
-weighted sum) once; every attention class of this chapter and of the later ones calls it.
+weighted sum) once; every attention module of this chapter and of the later ones calls it.
 
 Dimension names used here: ``b`` batch, ``t`` query tokens, ``s`` key/value tokens (``s = t``
 in self-attention), ``d_in`` input size, ``d_out`` size of queries, keys, values and outputs,
@@ -59,7 +59,8 @@ def attention(
     dropout_p: float = 0.0,
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention, written out: the one place the package computes it.
+    """Scaled dot-product attention, written out; every attention module of the package calls
+    it (chapter 7's tiled attention computes the same function tile by tile).
 
     The queries are multiplied by ``scale`` (``1 / sqrt(d)`` by default) before the product
     with the keys, which gives the scores of ``(q / sqrt(d)) . k`` and keeps them finite in
