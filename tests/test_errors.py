@@ -507,7 +507,10 @@ def test_bad_plot_arguments(call: Callable[[], object], error: type, match: str)
 
 
 def package_sources() -> list[Path]:
-    return sorted(Path(afs.__file__).parent.glob("*.py"))
+    """The package's modules, subpackages included, less the exercise checks (which fail by
+    ``assert``, as pytest's tests do, and are never run under ``python -O``)."""
+    package = Path(afs.__file__).parent
+    return sorted(path for path in package.rglob("*.py") if "exercises" not in path.parts)
 
 
 def test_package_sources_are_found() -> None:
@@ -515,7 +518,9 @@ def test_package_sources_are_found() -> None:
     assert {"_checks.py", "causal.py", "multihead.py", "trainable.py", "layout.py"} <= names
 
 
-@pytest.mark.parametrize("path", package_sources(), ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "path", package_sources(), ids=lambda path: str(path.relative_to(Path(afs.__file__).parent))
+)
 def test_no_assert_statements_in_the_package(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
@@ -561,7 +566,7 @@ def test_fused_may_be_switched_and_a_wrong_value_is_named_at_the_next_call() -> 
 
 def test_context_length_cannot_change_after_construction() -> None:
     module = multi_head()
-    with pytest.raises(AttributeError, match=r"'context_length' .* has no setter"):
+    with pytest.raises(AttributeError):  # Python's wording differs between versions
         module.context_length = 12
     assert module.context_length == 6
     assert module.mask.shape == (6, 6)

@@ -183,7 +183,7 @@ def test_merge_heads_of_a_split_view_reads_the_original_memory() -> None:
 def test_view_alone_cannot_merge_heads() -> None:
     # Why merge_heads calls .contiguous(): view needs strides that fit the new shape.
     heads = torch.randn(2, 3, 5, 4)  # (b, h, t, d_h), as a matmul returns it
-    with pytest.raises(RuntimeError, match="view"):
+    with pytest.raises(RuntimeError):  # torch's error, matched by type
         heads.transpose(1, 2).view(2, 5, 12)
     assert afs.merge_heads(heads).shape == (2, 5, 12)
 
