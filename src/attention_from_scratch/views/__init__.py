@@ -11,6 +11,9 @@ function                  what it shows
 ========================  ==============================================================
 ``attention_explorer``    one query's scores, softmax weights and context vector (1-3)
 ``head_view``             lines from a token to the tokens each head attends to (4, 6)
+``live_model``            the trained tiny model running in the page, heads on/off (6)
+``kv_cache_stepper``      prefill, then decode a token at a time with a KV cache (7)
+``tiles_stepper``         the online softmax of one query, block by block (7)
 ========================  ==============================================================
 
 How to add a view (the contract every view keeps):
@@ -37,6 +40,9 @@ How to add a view (the contract every view keeps):
 
 from __future__ import annotations
 
+from .kv_cache import kv_cache_stepper
+from .live_model import live_model
+from .tiles import tiles_stepper
 from .widget import View
 
-__all__ = ["View"]
+__all__ = ["View", "kv_cache_stepper", "live_model", "tiles_stepper"]

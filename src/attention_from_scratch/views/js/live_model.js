@@ -1,0 +1,395 @@
+// Chapter 6's trained TinyCausalModel, run in the page from its exported
+// weights (attention_from_scratch.views.live_model): token embedding,
+// positions, causal multi-head attention in every layer (with pre-norm
+// LayerNorms if the model has them), and the output head. The weights come
+// as float32 and are computed with in float64, so the logits match torch's
+// to about 1e-6.
+//
+// Each head's query and key weights come folded into one (d, d) matrix,
+// W_QK = W_Q_h^T W_K_h / sqrt(d_h), and its value and output weights into
+// W_OV = W_O[:, head] W_V_h: the score of query i on key j is
+// x_i . (W_QK x_j), and the head adds sum_j a_ij W_OV x_j to the output.
+// The same numbers as the four projections, in half the data for one head.
+//
+// Pure functions first (Node's tests require this file), then render().
+(function (global, factory) {
+  var api = factory();
+  var views = (global.AFSViews = global.AFSViews || {});
+  views.live_model = api;
+  if (typeof module === "object" && module.exports) module.exports = api;
+})(typeof window !== "undefined" ? window : globalThis, function () {
+  "use strict";
+
+  // A base64 string of little-endian float32 numbers -> Float64Array.
+  function decodeFloats(text) {
+    const binary = atob(text);
+    const bytes = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+    const view = new DataView(bytes.buffer);
+    const out = new Float64Array(bytes.length / 4);
+    for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(4 * i, true);
+    return out;
+  }
+
+  // The exported {shape, data} of every tensor, decoded once.
+  function loadWeights(data) {
+    const weights = {};
+    for (const [name, entry] of Object.entries(data.weights)) {
+      weights[name] = { shape: entry.shape, values: decodeFloats(entry.data) };
+    }
+    return weights;
+  }
+
+  // x (t rows of n) times W^T (W: (m, n) row-major) plus bias -> t rows of m,
+  // as torch's nn.Linear.
+  function linear(x, weight, bias) {
+    const [m, n] = weight.shape;
+    const w = weight.values;
+    return x.map((row) => {
+      const out = new Float64Array(m);
+      for (let i = 0; i < m; i++) {
+        let sum = 0;
+        for (let j = 0; j < n; j++) sum += row[j] * w[i * n + j];
+        out[i] = bias ? sum + bias.values[i] : sum;
+      }
+      return out;
+    });
+  }
+
+  function layerNorm(x, weight, bias) {
+    return x.map((row) => {
+      const n = row.length;
+      let mean = 0;
+      for (const v of row) mean += v;
+      mean /= n;
+      let variance = 0;
+      for (const v of row) variance += (v - mean) * (v - mean);
+      variance /= n; // biased, as torch's LayerNorm
+      const scale = 1 / Math.sqrt(variance + 1e-5);
+      return row.map((v, i) => (v - mean) * scale * weight.values[i] + bias.values[i]);
+    });
+  }
+
+  // A numerically stable softmax of one row; -Infinity entries get 0.
+  function softmax(row) {
+    let max = -Infinity;
+    for (const v of row) if (v > max) max = v;
+    const exps = row.map((v) => Math.exp(v - max));
+    let sum = 0;
+    for (const v of exps) sum += v;
+    return exps.map((v) => v / sum);
+  }
+
+  // One attention layer. off: a Set of head indices switched off (they add
+  // nothing); with every head off the layer adds nothing at all, not even
+  // its output bias, as the chapter's forward hook that zeroes its output.
+  function attention(x, weights, layer, numHeads, off) {
+    const t = x.length;
+    const d = x[0].length;
+    const out = x.map(() => new Float64Array(d));
+    const headWeights = [];
+    for (let head = 0; head < numHeads; head++) {
+      const qk = weights[`attention.${layer}.${head}.W_QK`];
+      const keysSeen = linear(x, qk, null); // (t, d): W_QK x_j
+      const rows = [];
+      for (let i = 0; i < t; i++) {
+        const scores = new Float64Array(t).fill(-Infinity);
+        for (let j = 0; j <= i; j++) {
+          // causal: keys 0..i only
+          let sum = 0;
+          for (let c = 0; c < d; c++) sum += x[i][c] * keysSeen[j][c];
+          scores[j] = sum;
+        }
+        rows.push(softmax(scores));
+      }
+      headWeights.push(rows); // (t, t)
+      if (off.has(head)) continue;
+      const moved = linear(x, weights[`attention.${layer}.${head}.W_OV`], null); // (t, d)
+      for (let i = 0; i < t; i++) {
+        for (let j = 0; j <= i; j++) {
+          const a = rows[i][j];
+          for (let c = 0; c < d; c++) out[i][c] += a * moved[j][c];
+        }
+      }
+    }
+    if (off.size < numHeads) {
+      const bias = weights[`attention.${layer}.out_proj.bias`].values;
+      for (const row of out) for (let c = 0; c < d; c++) row[c] += bias[c];
+    }
+    return { out, weights: headWeights };
+  }
+
+  // The forward pass: tokens (t ids) -> {logits (t, vocab), weights
+  // [layer][head] (t, t)}. off: a list of [layer, head] pairs switched off.
+  function forward(config, weights, tokens, off) {
+    const t = tokens.length;
+    if (t < 1 || t > config.context_length) {
+      throw new RangeError(`tokens: expected 1 to ${config.context_length} ids, got ${t}`);
+    }
+    const emb = weights["embedding.weight"];
+    const d = config.d_model;
+    let x = tokens.map((token, i) => {
+      if (!Number.isInteger(token) || token < 0 || token >= config.vocab_size) {
+        throw new RangeError(`tokens: expected ids in 0..${config.vocab_size - 1}, got ${token}`);
+      }
+      const row = emb.values.slice(token * d, (token + 1) * d);
+      if (weights.positions) {
+        for (let c = 0; c < d; c++) row[c] += weights.positions.values[i * d + c];
+      }
+      return row;
+    });
+    const allWeights = [];
+    for (let layer = 0; layer < config.num_layers; layer++) {
+      const offHeads = new Set((off || []).filter((p) => p[0] === layer).map((p) => p[1]));
+      const norm = weights[`attention_norms.${layer}.weight`];
+      const input = norm
+        ? layerNorm(x, norm, weights[`attention_norms.${layer}.bias`])
+        : x;
+      const result = attention(input, weights, layer, config.num_heads, offHeads);
+      x = x.map((row, i) => row.map((v, c) => v + result.out[i][c]));
+      allWeights.push(result.weights);
+    }
+    if (weights["final_norm.weight"]) {
+      x = layerNorm(x, weights["final_norm.weight"], weights["final_norm.bias"]);
+    }
+    const logits = linear(x, weights["head.weight"], weights["head.bias"]);
+    return { logits, weights: allWeights };
+  }
+
+  function argmax(row) {
+    let best = 0;
+    for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+    return best;
+  }
+
+  // A held-out sequence as the exporter writes it: a string of base-36
+  // digits ("." for a target that is not scored, -1) or a list of ids.
+  function expand(sequence) {
+    if (typeof sequence !== "string") return sequence;
+    return [...sequence].map((c) => (c === "." ? -1 : parseInt(c, 36)));
+  }
+
+  // Accuracy on the scored positions (target >= 0) of several sequences.
+  function accuracy(config, weights, inputs, targets, off) {
+    let right = 0;
+    let scored = 0;
+    inputs.forEach((sequence, b) => {
+      const { logits } = forward(config, weights, expand(sequence), off);
+      expand(targets[b]).forEach((target, i) => {
+        if (target < 0) return;
+        scored += 1;
+        if (argmax(logits[i]) === target) right += 1;
+      });
+    });
+    return scored ? right / scored : NaN;
+  }
+
+  // ---------------------------------------------------------------- view
+  function letter(config, token) {
+    return config.labels ? config.labels[token] : String(token);
+  }
+
+  function parseTokens(text, config) {
+    const parts = text.trim().split(/[\s,]+/).filter((p) => p.length);
+    if (!parts.length) return { error: "type at least one token" };
+    if (parts.length > config.context_length) {
+      return { error: `at most ${config.context_length} tokens, got ${parts.length}` };
+    }
+    const tokens = [];
+    for (const part of parts) {
+      let id = Number.NaN;
+      if (config.labels) {
+        const index = config.labels.indexOf(part.toUpperCase());
+        if (index >= 0) id = index;
+      }
+      if (Number.isNaN(id) && /^\d+$/.test(part)) id = Number(part);
+      if (!(id >= 0 && id < config.vocab_size)) {
+        const range = config.labels
+          ? `${config.labels[0]} to ${config.labels[config.vocab_size - 1]}`
+          : `0 to ${config.vocab_size - 1}`;
+        return { error: `"${part}" is not a token (use ${range})` };
+      }
+      tokens.push(id);
+    }
+    return { tokens };
+  }
+
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "text") node.textContent = value;
+      else node.setAttribute(key, value);
+    }
+    for (const child of children || []) node.append(child);
+    return node;
+  }
+
+  function render({ model, el: root }) {
+    const config = model.get("config");
+    const weights = loadWeights({ weights: model.get("weights") });
+    const heldOut = model.get("held_out");
+    let tokens = model.get("tokens").slice();
+    const off = new Set(); // "layer,head"
+    let shownHead = 0;
+    const uid = `afs-tm-${Math.random().toString(36).slice(2, 8)}`;
+
+    root.classList.add("afs-view", "afs-tiny-model");
+    const inputId = `${uid}-tokens`;
+    const input = el("input", {
+      id: inputId,
+      type: "text",
+      value: tokens.map((v) => letter(config, v)).join(" "),
+      spellcheck: "false",
+      autocomplete: "off",
+      "aria-describedby": `${uid}-help`,
+    });
+    const help = el("p", {
+      id: `${uid}-help`,
+      class: "afs-help",
+      text:
+        `Tokens ${letter(config, 0)} to ${letter(config, config.vocab_size - 1)}, ` +
+        `separated by spaces, at most ${config.context_length}. ` +
+        "Press Enter to run the model.",
+    });
+    const error = el("p", { class: "afs-error", role: "alert" });
+    const runButton = el("button", { type: "button", text: "Run" });
+    const form = el("div", { class: "afs-row" }, [
+      el("label", { for: inputId, text: "Sequence" }),
+      input,
+      runButton,
+    ]);
+    const toggles = el("fieldset", { class: "afs-toggles" }, [
+      el("legend", { text: "Heads switched on" }),
+    ]);
+    for (let layer = 0; layer < config.num_layers; layer++) {
+      for (let head = 0; head < config.num_heads; head++) {
+        const id = `${uid}-on-${layer}-${head}`;
+        const box = el("input", { type: "checkbox", id, checked: "" });
+        box.addEventListener("change", () => {
+          const key = `${layer},${head}`;
+          if (box.checked) off.delete(key);
+          else off.add(key);
+          update(true);
+        });
+        toggles.append(
+          el("span", { class: "afs-toggle" }, [
+            box,
+            el("label", { for: id, text: ` layer ${layer}, head ${head}` }),
+          ]),
+        );
+      }
+    }
+    let headSelect = null;
+    const controls = el("div", { class: "afs-controls" }, [toggles]);
+    if (config.num_heads > 1) {
+      headSelect = el("select", { id: `${uid}-head` });
+      for (let head = 0; head < config.num_heads; head++) {
+        headSelect.append(el("option", { value: String(head), text: `head ${head}` }));
+      }
+      headSelect.addEventListener("change", () => {
+        shownHead = Number(headSelect.value);
+        update(false);
+      });
+      controls.append(
+        el("div", { class: "afs-row" }, [
+          el("label", { for: `${uid}-head`, text: "Attention of " }),
+          headSelect,
+        ]),
+      );
+    }
+    const status = el("p", { class: "afs-status", role: "status", "aria-live": "polite" });
+    const table = el("div", { class: "afs-scroll", tabindex: "0", role: "region" });
+    table.setAttribute("aria-label", "Predictions and attention, one row per position");
+    const summary = el("p", { class: "afs-summary" });
+    root.replaceChildren(help, form, error, controls, status, table, summary);
+
+    function offPairs() {
+      return [...off].map((key) => key.split(",").map(Number));
+    }
+
+    function cellShade(weight) {
+      // darker = more weight; text stays black on light, white on dark
+      const light = Math.round(100 - 62 * weight);
+      return `hsl(204, 70%, ${light}%)`;
+    }
+
+    function update(announce) {
+      const result = forward(config, weights, tokens, offPairs());
+      const t = tokens.length;
+      const rows = [];
+      const header = el("tr", {}, [
+        el("th", { scope: "col", text: "pos" }),
+        el("th", { scope: "col", text: "token" }),
+        el("th", { scope: "col", text: "next (p)" }),
+      ]);
+      for (let layer = 0; layer < config.num_layers; layer++) {
+        header.append(el("th", { scope: "col", text: `layer ${layer}: top key` }));
+      }
+      rows.push(el("thead", {}, [header]));
+      const body = el("tbody");
+      const predictions = [];
+      for (let i = 0; i < t; i++) {
+        const probs = softmax(result.logits[i]);
+        const best = argmax(probs);
+        predictions.push(best);
+        const row = el("tr", {}, [
+          el("th", { scope: "row", text: String(i) }),
+          el("td", { text: letter(config, tokens[i]) }),
+          el("td", { text: `${letter(config, best)} (${(100 * probs[best]).toFixed(0)}%)` }),
+        ]);
+        for (let layer = 0; layer < config.num_layers; layer++) {
+          const w = result.weights[layer][shownHead][i];
+          const top = argmax(w);
+          const cell = el("td", {
+            text: `${top} ${letter(config, tokens[top])} ${(100 * w[top]).toFixed(0)}%`,
+          });
+          cell.style.background = cellShade(w[top]);
+          cell.style.color = w[top] > 0.55 ? "#fff" : "#000";
+          row.append(cell);
+        }
+        body.append(row);
+      }
+      rows.push(body);
+      const caption = el("caption", {
+        text:
+          `Next token predicted at each position, and where head ${shownHead} ` +
+          "of each layer looks most (key position, token, weight).",
+      });
+      table.replaceChildren(el("table", {}, [caption, ...rows]));
+      const offText = off.size
+        ? `Switched off: ${[...off].map((k) => `layer ${k.split(",")[0]} head ${k.split(",")[1]}`).join(", ")}.`
+        : "Every head on.";
+      const last = predictions[t - 1];
+      const text = `${offText} After ${t} tokens the model predicts ${letter(config, last)}.`;
+      if (announce) status.textContent = text;
+      if (heldOut) {
+        const acc = accuracy(config, weights, heldOut.inputs, heldOut.targets, offPairs());
+        summary.textContent =
+          `Accuracy on the predictable positions of ${heldOut.inputs.length} ` +
+          `held-out sequences: ${(100 * acc).toFixed(1)}%.`;
+      } else {
+        summary.textContent = "";
+      }
+    }
+
+    function run() {
+      const parsed = parseTokens(input.value, config);
+      if (parsed.error) {
+        error.textContent = `Not run: ${parsed.error}.`;
+        input.setAttribute("aria-invalid", "true");
+        return;
+      }
+      error.textContent = "";
+      input.removeAttribute("aria-invalid");
+      tokens = parsed.tokens;
+      update(true);
+    }
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") run();
+    });
+    runButton.addEventListener("click", run);
+    update(false);
+  }
+
+  return { decodeFloats, loadWeights, forward, accuracy, expand, argmax, softmax, parseTokens, render };
+});

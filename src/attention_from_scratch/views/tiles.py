@@ -1,0 +1,85 @@
+"""The online-softmax stepper (introduced in chapter 7).
+
+:func:`tiles_stepper` exports one query's scaled scores (``-inf`` where a key is masked) and
+the values; ``js/tiles.js`` visits the keys a block at a time, as ``tiled_attention`` does
+for every query at once, and shows after each block the running maximum ``m``, the running
+sum ``l``, the unnormalised output ``o`` and ``o / l``; the last ``o / l`` is compared with
+``softmax(scores) @ values``. A first block of masked keys shows the safe maximum at work.
+
+Dimension names used here: ``s`` keys, ``d_h`` size of one head.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .._checks import check_positive_int, check_tensor
+from .live_model import encode_floats
+from .widget import View, fallback_table
+
+#: The most keys the stepper shows.
+MAX_KEYS = 32
+COLOURS = {"key": "#E69F00", "mask": "#D55E00"}
+
+
+def tiles_data(scores: torch.Tensor, values: torch.Tensor, block_size: int) -> dict[str, Any]:
+    """The JSON-able data of :func:`tiles_stepper` (its arguments, checked)."""
+    scores = check_tensor("scores", scores, ranks=(1,), shape_names=("(s,)",), token_axis=False)
+    values = check_tensor("values", values, ranks=(2,), shape_names=("(s, d_h)",))
+    block_size = check_positive_int("block_size", block_size)
+    s = scores.shape[0]
+    if not 1 <= s <= MAX_KEYS:
+        raise ValueError(f"scores: expected 1 to {MAX_KEYS} keys, got {s}")
+    if values.shape[0] != s:
+        raise ValueError(
+            f"values: expected one row per score, (s={s}, d_h), got {tuple(values.shape)}"
+        )
+    masked = torch.isneginf(scores)  # (s,)
+    if masked.all():
+        raise ValueError("scores: expected at least one key that is not masked (-inf)")
+    if not torch.isfinite(scores[~masked]).all() or not torch.isfinite(values).all():
+        raise ValueError("scores: expected finite numbers, or -inf for a masked key")
+    return {
+        "scores": encode_floats(scores.masked_fill(masked, 0.0)),
+        "masked": masked.tolist(),
+        "values": encode_floats(values),
+        "block_size": block_size,
+        "colours": COLOURS,
+    }
+
+
+def tiles_stepper(scores: torch.Tensor, values: torch.Tensor, block_size: int) -> View:
+    """One query row of tiled attention, block by block.
+
+    Args:
+        scores: the query's scaled scores, ``(s,)``, ``-inf`` where a key is masked; at
+            most 32 keys, at least one not masked.
+        values: the values, ``(s, d_h)``.
+        block_size: keys per block.
+
+    Returns:
+        A :class:`View`; its fallback lists ``m`` and ``l`` after every block.
+
+    Introduced in chapter 7.
+    """
+    data = tiles_data(scores, values, block_size)
+    scores = scores.detach().double().cpu()
+    rows = []
+    for k0 in range(0, len(scores), block_size):
+        seen = scores[: k0 + block_size]
+        m = seen.max().item()
+        ell = torch.exp(seen - m).sum().item() if m > -math.inf else 0.0
+        shown = f"{m:.3f}" if m > -math.inf else "-inf"
+        rows.append([str(k0 // block_size), shown, f"{ell:.3f}"])
+    fallback = (
+        "<p>After each block of keys, the running maximum m and the running sum l of "
+        "exp(score - m); the last o / l equals softmax(scores) @ values.</p>"
+        + fallback_table("Running quantities per block", ["block", "m", "l"], rows)
+    )
+    return View("tiles", data, label="Online softmax stepper", fallback=fallback)
+
+
+__all__ = ["tiles_data", "tiles_stepper"]
