@@ -1,17 +1,7 @@
-// Chapter 6's trained TinyCausalModel, run in the page from its exported
-// weights (attention_from_scratch.views.live_model): token embedding,
-// positions, causal multi-head attention in every layer (with pre-norm
-// LayerNorms if the model has them), and the output head. The weights come
-// as float32 and are computed with in float64, so the logits match torch's
-// to about 1e-6.
-//
-// Each head's query and key weights come folded into one (d, d) matrix,
-// W_QK = W_Q_h^T W_K_h / sqrt(d_h), and its value and output weights into
-// W_OV = W_O[:, head] W_V_h: the score of query i on key j is
-// x_i . (W_QK x_j), and the head adds sum_j a_ij W_OV x_j to the output.
-// The same numbers as the four projections, in half the data for one head.
-//
-// Pure functions first (Node's tests require this file), then render().
+// Chapter 6's trained TinyCausalModel run in the page (views.live_model): embedding,
+// positions, causal multi-head attention per layer (pre-norm LayerNorms if any), head.
+// float32 weights, float64 arithmetic. Each head comes folded: the score of query i on key j
+// is x_i . (W_QK x_j), and the head adds sum_j a_ij W_OV x_j to the layer's output.
 (function (global, factory) {
   var api = factory();
   var views = (global.AFSViews = global.AFSViews || {});
@@ -214,17 +204,8 @@
     return { tokens };
   }
 
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (key === "text") node.textContent = value;
-      else node.setAttribute(key, value);
-    }
-    for (const child of children || []) node.append(child);
-    return node;
-  }
-
   function render({ model, el: root }) {
+    const el = globalThis.AFSViews.common.el;
     const config = model.get("config");
     const weights = loadWeights({ weights: model.get("weights") });
     const heldOut = model.get("held_out");
@@ -240,6 +221,7 @@
       type: "text",
       value: tokens.map((v) => letter(config, v)).join(" "),
       spellcheck: "false",
+      style: "width:min(100%,24em);min-height:44px;font:inherit",
       autocomplete: "off",
       "aria-describedby": `${uid}-help`,
     });
@@ -269,7 +251,7 @@
           const key = `${layer},${head}`;
           if (box.checked) off.delete(key);
           else off.add(key);
-          update(true);
+          update();
         });
         toggles.append(
           el("span", { class: "afs-toggle" }, [
@@ -288,7 +270,7 @@
       }
       headSelect.addEventListener("change", () => {
         shownHead = Number(headSelect.value);
-        update(false);
+        update();
       });
       controls.append(
         el("div", { class: "afs-row" }, [
@@ -300,20 +282,51 @@
     const status = el("p", { class: "afs-status", role: "status", "aria-live": "polite" });
     const table = el("div", { class: "afs-scroll", tabindex: "0", role: "region" });
     table.setAttribute("aria-label", "Predictions and attention, one row per position");
-    const summary = el("p", { class: "afs-summary" });
-    root.replaceChildren(help, form, error, controls, status, table, summary);
+    const maps = el("div");
+    root.replaceChildren(help, form, error, controls, status, table, maps);
 
     function offPairs() {
       return [...off].map((key) => key.split(",").map(Number));
     }
 
     function cellShade(weight) {
-      // darker = more weight; text stays black on light, white on dark
-      const light = Math.round(100 - 62 * weight);
+      // darker blue = more weight; never darker than 55% lightness, so black text on it
+      // keeps a contrast above 4.5:1
+      const light = Math.round(97 - 42 * weight);
       return `hsl(204, 70%, ${light}%)`;
     }
 
-    function update(announce) {
+    // Both layers' weights of the shown head as small heatmaps (rows: queries, columns:
+    // keys); hidden from screen readers, which read the same in the table.
+    function heatmaps(result, t) {
+      const size = Math.max(6, Math.min(12, Math.floor(220 / t)));
+      const maps = [];
+      for (let layer = 0; layer < config.num_layers; layer++) {
+        const grid = el("div", { "aria-hidden": "true" });
+        grid.style.cssText =
+          `display:grid;grid-template-columns:repeat(${t},${size}px);` +
+          "gap:1px;border:1px solid rgba(128,128,128,0.5);padding:1px;width:max-content";
+        const rows = result.weights[layer][shownHead];
+        for (let i = 0; i < t; i++) {
+          for (let j = 0; j < t; j++) {
+            const cell = el("span");
+            cell.style.cssText = `width:${size}px;height:${size}px;background:${
+              j > i ? "transparent" : cellShade(rows[i][j])
+            }`;
+            grid.append(cell);
+          }
+        }
+        maps.push(
+          el("figure", { style: "margin:0.25em 0.75em 0.25em 0" }, [
+            el("figcaption", { class: "afs-note", text: `layer ${layer}, head ${shownHead}` }),
+            grid,
+          ]),
+        );
+      }
+      return el("div", { class: "afs-row", style: "align-items:flex-start" }, maps);
+    }
+
+    function update() {
       const result = forward(config, weights, tokens, offPairs());
       const t = tokens.length;
       const rows = [];
@@ -323,7 +336,7 @@
         el("th", { scope: "col", text: "next (p)" }),
       ]);
       for (let layer = 0; layer < config.num_layers; layer++) {
-        header.append(el("th", { scope: "col", text: `layer ${layer}: top key` }));
+        header.append(el("th", { scope: "col", text: `layer ${layer}` }));
       }
       rows.push(el("thead", {}, [header]));
       const body = el("tbody");
@@ -344,32 +357,36 @@
             text: `${top} ${letter(config, tokens[top])} ${(100 * w[top]).toFixed(0)}%`,
           });
           cell.style.background = cellShade(w[top]);
-          cell.style.color = w[top] > 0.55 ? "#fff" : "#000";
+          cell.style.color = "#000";
           row.append(cell);
         }
         body.append(row);
       }
       rows.push(body);
       const caption = el("caption", {
+        style: "white-space:normal",
         text:
           `Next token predicted at each position, and where head ${shownHead} ` +
           "of each layer looks most (key position, token, weight).",
       });
-      table.replaceChildren(el("table", {}, [caption, ...rows]));
+      const grid = el("table", { style: "white-space:nowrap;overflow-wrap:normal" }, [
+        caption,
+        ...rows,
+      ]);
+      table.replaceChildren(grid);
+      maps.replaceChildren(heatmaps(result, t));
       const offText = off.size
         ? `Switched off: ${[...off].map((k) => `layer ${k.split(",")[0]} head ${k.split(",")[1]}`).join(", ")}.`
         : "Every head on.";
       const last = predictions[t - 1];
-      const text = `${offText} After ${t} tokens the model predicts ${letter(config, last)}.`;
-      if (announce) status.textContent = text;
+      let text = `${offText} After ${t} tokens the model predicts ${letter(config, last)}.`;
       if (heldOut) {
         const acc = accuracy(config, weights, heldOut.inputs, heldOut.targets, offPairs());
-        summary.textContent =
-          `Accuracy on the predictable positions of ${heldOut.inputs.length} ` +
-          `held-out sequences: ${(100 * acc).toFixed(1)}%.`;
-      } else {
-        summary.textContent = "";
+        text +=
+          ` Accuracy on the predictable positions of ${heldOut.inputs.length} held-out ` +
+          `sequences: ${(100 * acc).toFixed(1)}%.`;
       }
+      status.textContent = text; // the live region announces each change
     }
 
     function run() {
@@ -382,13 +399,13 @@
       error.textContent = "";
       input.removeAttribute("aria-invalid");
       tokens = parsed.tokens;
-      update(true);
+      update();
     }
     input.addEventListener("keydown", (event) => {
       if (event.key === "Enter") run();
     });
     runButton.addEventListener("click", run);
-    update(false);
+    update();
   }
 
   return { decodeFloats, loadWeights, forward, accuracy, expand, argmax, softmax, parseTokens, render };
