@@ -22,7 +22,7 @@ import torch
 
 from attention_from_scratch import CachedAttention, KVCache, TinyCausalModel, induction_task
 from attention_from_scratch.views.kv_cache import kv_cache_data, kv_cache_stepper
-from attention_from_scratch.views.live_model import live_model, live_model_data
+from attention_from_scratch.views.live_model import MAX_HELD_OUT, live_model, live_model_data
 from attention_from_scratch.views.tiles import tiles_data, tiles_stepper
 from attention_from_scratch.views.widget import MAX_VIEW_BYTES
 
@@ -125,6 +125,7 @@ def test_live_model_logits_weights_and_accuracy_equal_torch(tmp_path, options) -
     model = tiny_model(7, **options)
     inputs, targets = induction_task(24, 20, 16, min_period=3, max_period=10, seed=2)
     data = live_model_data(model, inputs[0], held_out=(inputs, targets))
+    carried = inputs[:MAX_HELD_OUT], targets[:MAX_HELD_OUT]  # what the page measures on
     h = model.attention[0].num_heads
     cases = [*CASES, [[0, h - 1]], [[1, 0], [1, h - 1]]]
     fixture = [
@@ -137,7 +138,7 @@ def test_live_model_logits_weights_and_accuracy_equal_torch(tmp_path, options) -
         assert (as_tensor(got["logits"]) - logits[0].double()).abs().max() < 1e-5
         for layer, w in enumerate(weights):
             assert (as_tensor(got["weights"][layer]) - w[0].double()).abs().max() < 1e-5
-        expected = held_out_accuracy(model, inputs, targets, case["off"])
+        expected = held_out_accuracy(model, *carried, case["off"])
         assert got["accuracy"] == pytest.approx(expected, abs=1e-12)
 
 
@@ -148,6 +149,7 @@ def test_live_model_reproduces_the_chapters_ablation(tmp_path, induction_model) 
     torch's forward hook gives on the same sequences)."""
     inputs, targets = induction_task(24, 20, 16, min_period=3, max_period=10, seed=2)
     data = live_model_data(induction_model, inputs[0], held_out=(inputs, targets))
+    carried = inputs[:MAX_HELD_OUT], targets[:MAX_HELD_OUT]  # what the page measures on
     fixture = [{"tokens": inputs[0].tolist(), "off": off} for off in CASES]
     result = run_node(tmp_path, {"live_model": {"data": data, "cases": fixture}})["live_model"]
     accuracy = {}
@@ -156,7 +158,7 @@ def test_live_model_reproduces_the_chapters_ablation(tmp_path, induction_model) 
         assert (as_tensor(got["logits"]) - logits[0].double()).abs().max() < 1e-5
         key = tuple(map(tuple, case["off"]))
         accuracy[key] = got["accuracy"]
-        assert got["accuracy"] == held_out_accuracy(induction_model, inputs, targets, case["off"])
+        assert got["accuracy"] == held_out_accuracy(induction_model, *carried, case["off"])
     assert accuracy[()] > 0.95  # the chapter's "almost perfectly"
     assert accuracy[((0, 0),)] < 0.5  # layer 0's head off: far lower, as in the chapter
 
