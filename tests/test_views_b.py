@@ -298,3 +298,67 @@ def test_tiles_view_refuses_bad_input() -> None:
         tiles_stepper(torch.tensor([0.0, math.nan]), torch.zeros(2, 2), 2)
     with pytest.raises(ValueError):
         tiles_stepper(torch.zeros(4), torch.zeros(4, 2), 0)
+
+
+# ------------------------------------------------------------------------ in the browser
+ROOT = Path(__file__).resolve().parents[1]
+BROWSER_TEST = Path(__file__).parent / "js" / "views_b_browser.mjs"
+
+
+@pytest.mark.book
+def test_views_work_with_the_keyboard_offline_and_accessibly(tmp_path) -> None:
+    """Each view in Chromium at 390 and 1280 px, network off, driven with the keyboard only:
+    what it shows after the keys, a visible focus, no request to another site, no script
+    error, nothing wider than the window, and no axe-core violation after the interaction.
+    Screenshots are left in the test's folder."""
+    tools = ROOT / "tools" / "browser"
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if NODE is None or chromium is None or not (tools / "node_modules" / "axe-core").is_dir():
+        pytest.skip("needs Node, Chromium and tools/browser's packages (browser_checks.py)")
+    inputs, targets = induction_task(24, 20, 16, min_period=3, max_period=10, seed=2)
+    torch.manual_seed(123)
+    layer = CachedAttention(16, 16, 10, dropout=0.0, num_heads=4).eval()
+    scores, values, size = tile_cases()[1]
+    views = {
+        "live_model": live_model(tiny_model(0), inputs[0], held_out=(inputs, targets)),
+        "kv_cache": kv_cache_stepper(layer, torch.randn(10, 16), 4),
+        "tiles": tiles_stepper(scores, values, size),
+    }
+    for name, view in views.items():
+        (tmp_path / f"{name}.html").write_text(
+            "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width'>"
+            f"<title>{name}</title></head><body><main>{view.html()}</main></body></html>"
+        )
+    done = subprocess.run(
+        [NODE, str(BROWSER_TEST), chromium, str(tmp_path), str(tools)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert len(results) == 6
+    for result in results:
+        where = f"{result['name']} at {result['width']} px"
+        assert not result["external"], where
+        assert not result["errors"], where
+        assert not result["overflow"], where
+        assert not result["axe"], where
+        seen = result["seen"]
+        if result["name"] == "live_model":
+            assert seen["inputFocusVisible"] and seen["boxFocusVisible"], where
+            assert seen["rows"] == 7  # the 7 tokens typed
+            assert "After 7 tokens" in seen["status"]
+            assert '"Z" is not a token' in seen["error"]
+            assert seen["statusOff"].startswith("Switched off: layer 0 head 0.")
+        elif result["name"] == "kv_cache":
+            assert seen["focusVisible"], where
+            assert seen["status"].startswith("Decode step 3: token 6 projected, 6 keys")
+            assert seen["rows"] == 7  # the cache holds positions 0 to 6
+            assert seen["atEnd"] == "true" and "Decode step 6" in seen["statusEnd"]
+            assert "equals the full recomputation" in seen["statusEnd"]
+        else:
+            assert seen["focusVisible"], where
+            assert "every key masked" in seen["status0"]
+            assert "The final row equals the softmax" in seen["status"]
