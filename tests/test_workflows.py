@@ -159,8 +159,9 @@ def test_published_book_uses_the_real_word_vectors_cached_by_checksum() -> None:
     assert cache_dir == "${{ github.workspace }}/.vector_cache"
     assert "if" not in vectors, "the vectors are cached for every build, main included"
     # The key is the published checksum of the 50-dimensional file the chapter loads.
-    source = (ROOT / "src" / "attention_from_scratch" / "word_vectors.py").read_text("utf-8")
-    md5 = re.search(r'\(50, "([0-9a-f]{32})"', source).group(1)
+    from attention_from_scratch.word_vectors import GLOVE_6B_SOURCES
+
+    md5 = GLOVE_6B_SOURCES[50].known_hash.removeprefix("md5:")
     assert vectors["with"]["key"].endswith(md5)
     # Fetched before the build, outside any fallback: a failed download fails the job.
     runs = [step.get("run", "") for step in steps]
