@@ -3,11 +3,13 @@ the project promises, least privilege, timeouts, pinned actions, and the chapter
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +32,75 @@ def load(name: str) -> dict[str, Any]:
 ALL = sorted(path.name for path in WORKFLOWS.glob("*.yml"))
 
 
-def test_the_three_workflows_exist() -> None:
-    assert ALL == ["book.yml", "ci.yml", "gpu.yml"]
+def test_the_four_workflows_exist() -> None:
+    assert ALL == ["book.yml", "ci.yml", "compat.yml", "gpu.yml"]
+
+
+def installs(job: dict[str, Any]) -> list[str]:
+    return [
+        line.strip()
+        for step in job["steps"]
+        for line in step.get("run", "").splitlines()
+        if "pip install" in line
+    ]
+
+
+@pytest.mark.parametrize(("name", "job"), [("ci.yml", "test"), ("gpu.yml", "gpu")])
+def test_main_test_jobs_install_the_pinned_environment(name: str, job: str) -> None:
+    # A new torch (or any) release cannot change what the main jobs run: they install the pins
+    # that build the book, never the package's loose `test` extra.
+    lines = installs(load(name)["jobs"][job])
+    assert any(line.endswith("-m pip install -r requirements.txt") for line in lines), lines
+    assert not any(".[test]" in line for line in lines), lines
+    requirements = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    assert any(re.fullmatch(r"torch==[\d.]+", line) for line in requirements)
+
+
+def constant(path: Path, name: str) -> Any:
+    """A module-level constant of a Python file, read without importing it (nox, torch)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
+    return ast.literal_eval(value)
+
+
+def test_compat_workflow_runs_oldest_and_newest_torch_and_colab_without_breaking_main() -> None:
+    workflow = load("compat.yml")
+    assert {"schedule", "workflow_dispatch"} <= set(workflow["on"])
+    assert "push" not in workflow["on"]
+    jobs = workflow["jobs"]
+    assert set(jobs) == {"oldest", "newest"}
+    runs = {name: [step.get("run", "") for step in job["steps"]] for name, job in jobs.items()}
+    assert 'nox -s "compat(oldest)"' in runs["oldest"]
+    assert 'nox -s "compat(newest)"' in runs["newest"] and "nox -s colab" in runs["newest"]
+    # The oldest torch is a promise of pyproject.toml; a new release only reports.
+    assert "continue-on-error" not in jobs["oldest"]
+    assert jobs["newest"]["continue-on-error"] is True
+    for job in jobs.values():
+        assert job["runs-on"].startswith("ubuntu-")
+    # nox is the version requirements.txt pins.
+    (pin,) = re.findall(r"^nox==\S+$", (ROOT / "requirements.txt").read_text("utf-8"), re.M)
+    for name, job in jobs.items():
+        assert installs(job) == [f'python -m pip install "{pin}"'], name
+
+
+def test_noxfile_tests_the_oldest_torch_that_pyproject_admits() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (bound,) = [
+        dependency.replace(" ", "").removeprefix("torch>=")
+        for dependency in pyproject["project"]["dependencies"]
+        if dependency.replace(" ", "").startswith("torch>=")
+    ]
+    # The last patch release of the oldest minor release admitted (2.5 -> 2.5.x).
+    oldest = constant(ROOT / "noxfile.py", "OLDEST_TORCH")
+    assert oldest.split(".")[:2] == bound.split("."), (oldest, bound)
+    # The doctor warns below the same bound.
+    doctor = constant(ROOT / "src" / "attention_from_scratch" / "doctor.py", "OLDEST_TORCH")
+    assert ".".join(map(str, doctor)) == bound
 
 
 @pytest.mark.parametrize("name", ALL)
