@@ -28,6 +28,8 @@ CHAPTERS = {
     "layout": 5,
     "positions": 6,
     "training": 6,
+    "tasks": 6,
+    "probes": 6,
     "scale": 7,
 }
 #: Shared helpers serve every chapter from the first, so they import no chapter module.

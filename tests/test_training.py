@@ -14,7 +14,7 @@ from attention_from_scratch import (
     previous_token_scores,
     train,
 )
-from attention_from_scratch.training import IGNORE_INDEX
+from attention_from_scratch.tasks import IGNORE_INDEX
 
 
 def test_k_back_targets_are_the_inputs_k_places_back() -> None:

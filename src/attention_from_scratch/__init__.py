@@ -12,7 +12,9 @@ module                    chapter
 ``word_vectors``          4. GloVe word vectors without torchtext
 ``layout``                5. Tensor layout: view, transpose, contiguous
 ``positions``             6. Position: learned, sinusoidal and rotary embeddings
-``training``              6. A tiny causal model, synthetic tasks and a training loop
+``tasks``                 6. Two synthetic tasks that need attention
+``training``              6. A tiny causal model and its training loop
+``probes``                6. Scores of trained heads: previous-token and induction
 ``scale``                 7. Attention at scale: padding, KV cache, tiling, shared heads
 ``plotting``              figures for every chapter (imports matplotlib on first use)
 ``source``                the package's own source, shown in the chapters
@@ -44,6 +46,7 @@ from .positions import (
     SinusoidalPositions,
     sinusoidal_positions,
 )
+from .probes import induction_scores, previous_token_scores
 from .scale import (
     CachedAttention,
     CachedCausalModel,
@@ -61,18 +64,10 @@ from .simplified import (
     softmax_stable,
 )
 from .source import SourceCode, show_source
+from .tasks import induction_task, k_back_task
 from .toy import TOY_TOKENS, toy_sentence
 from .trainable import SelfAttentionV1, SelfAttentionV2
-from .training import (
-    TinyCausalModel,
-    TrainingHistory,
-    evaluate,
-    induction_scores,
-    induction_task,
-    k_back_task,
-    previous_token_scores,
-    train,
-)
+from .training import TinyCausalModel, TrainingHistory, evaluate, train
 from .word_vectors import (
     CorruptDownloadError,
     GloVe,

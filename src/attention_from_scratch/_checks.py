@@ -24,6 +24,14 @@ def check_positive_int(name: str, value: object) -> int:
     return value
 
 
+def check_seed(seed: object) -> int:
+    """Return ``seed`` if it is an ``int`` (any sign, as ``torch.Generator.manual_seed``
+    accepts)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, got {type(seed).__name__} {seed!r}")
+    return seed
+
+
 def check_dropout(value: object, name: str = "dropout") -> float:
     """Return ``value`` as a float if it is a probability in [0, 1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

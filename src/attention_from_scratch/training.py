@@ -1,10 +1,10 @@
-"""Chapter 6: a tiny causal model, two synthetic tasks that need attention, and a training loop.
+"""Chapter 6: a tiny causal model and the loop that trains it.
 
-The model is built from the course's own :class:`~attention_from_scratch.MultiHeadAttention`.
-The tasks are generated from a seed, so every run sees the same sequences, and a held-out set
-is simply the same generator with another seed. Targets that no model could predict are set
-to :data:`IGNORE_INDEX`, which ``torch.nn.functional.cross_entropy`` skips and which the
-accuracy leaves out.
+The model is built from the course's own :class:`~attention_from_scratch.MultiHeadAttention`;
+it learns the tasks of :mod:`~attention_from_scratch.tasks`, whose unscored targets are
+:data:`~attention_from_scratch.tasks.IGNORE_INDEX`, which ``torch.nn.functional.cross_entropy``
+skips and which the accuracy leaves out. What the trained heads do is measured by
+:mod:`~attention_from_scratch.probes`.
 
 Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` model size,
 ``vocab`` vocabulary size (written out, since ``V`` is the value matrix).
@@ -26,22 +26,14 @@ from ._checks import (
     check_dropout,
     check_positive_float,
     check_positive_int,
+    check_seed,
     check_tokens,
 )
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions, RotaryMultiHeadAttention, SinusoidalPositions
-
-#: The target value of positions that are not scored (the default ``ignore_index`` of
-#: ``torch.nn.functional.cross_entropy``).
-IGNORE_INDEX = -100
+from .tasks import IGNORE_INDEX
 
 POSITION_KINDS = ("none", "learned", "sinusoidal", "rotary")
-
-
-def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed: expected an int, got {type(seed).__name__} {seed!r}")
-    return seed
 
 
 # Chapter 7's module still imports the old private name; it moves to check_tokens.
@@ -56,111 +48,6 @@ def _check_inputs_and_targets(inputs: object, targets: object) -> tuple[torch.Te
             f"targets: expected the shape of inputs {tuple(inputs.shape)}, "
             f"got {tuple(targets.shape)}"
         )
-    return inputs, targets
-
-
-def k_back_task(
-    num_sequences: int, num_tokens: int, vocab_size: int, k: int, *, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random sequences whose target at position ``i`` is the input token at ``i - k``.
-
-    The task needs order: the set of tokens seen so far is the same whatever their order, so a
-    model that cannot tell positions apart can only guess. The first ``k`` positions have no
-    token ``k`` places back and are set to :data:`IGNORE_INDEX`.
-
-    Args:
-        num_sequences: the number of sequences ``b``.
-        num_tokens: the length ``t`` of each sequence; must be greater than ``k``.
-        vocab_size: the number of token ids, ``vocab``; tokens are drawn uniformly from
-            ``0, ..., vocab - 1``.
-        k: how many places back the answer is (at least 1).
-        seed: seeds a ``torch.Generator``: the same seed gives the same sequences; use another
-            seed for held-out data.
-
-    Returns:
-        ``(inputs, targets)``, two ``torch.long`` tensors of shape ``(b, t)``.
-
-    Introduced in chapter 6.
-    """
-    num_sequences = check_positive_int("num_sequences", num_sequences)
-    num_tokens = check_positive_int("num_tokens", num_tokens)
-    vocab_size = check_positive_int("vocab_size", vocab_size)
-    k = check_positive_int("k", k)
-    seed = _check_seed(seed)
-    if k >= num_tokens:
-        raise ValueError(f"k: expected fewer places back than num_tokens={num_tokens}, got k={k}")
-    generator = torch.Generator().manual_seed(seed)
-    inputs = torch.randint(vocab_size, (num_sequences, num_tokens), generator=generator)
-    targets = torch.full_like(inputs, IGNORE_INDEX)  # (b, t)
-    targets[:, k:] = inputs[:, :-k]
-    return inputs, targets
-
-
-def induction_task(
-    num_sequences: int,
-    num_tokens: int,
-    vocab_size: int,
-    *,
-    min_period: int,
-    max_period: int,
-    seed: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random segments followed by their repeat, for next-token prediction.
-
-    Each sequence is a segment of ``n`` distinct random tokens, repeated until the sequence is
-    full; ``n`` is drawn for each sequence between ``min_period`` and ``max_period``. The model
-    predicts the next token at every position. Within the first copy the next token is random
-    (the target is :data:`IGNORE_INDEX`); from position ``n`` on it is predictable by looking
-    back: find the earlier copy of the current token and read the token that followed it. The
-    tokens of a segment are distinct, so every earlier copy points to the same answer. As
-    ``n`` varies, no fixed offset ("the token n - 1 places back") solves the task.
-
-    Args:
-        num_sequences: the number of sequences ``b``.
-        num_tokens: the number of input tokens ``t``; must be greater than ``max_period``.
-        vocab_size: the number of token ids, ``vocab``.
-        min_period: the shortest segment, at least 2.
-        max_period: the longest segment, at most ``vocab_size``.
-        seed: seeds a ``torch.Generator``; use another seed for held-out data.
-
-    Returns:
-        ``(inputs, targets)``, two ``torch.long`` tensors of shape ``(b, t)``;
-        ``targets[:, i]`` is the token after ``inputs[:, i]``, or :data:`IGNORE_INDEX` where
-        ``i < n``.
-
-    Introduced in chapter 6.
-    """
-    num_sequences = check_positive_int("num_sequences", num_sequences)
-    num_tokens = check_positive_int("num_tokens", num_tokens)
-    vocab_size = check_positive_int("vocab_size", vocab_size)
-    min_period = check_positive_int("min_period", min_period)
-    max_period = check_positive_int("max_period", max_period)
-    seed = _check_seed(seed)
-    if min_period < 2:
-        raise ValueError(f"min_period: expected at least 2, got {min_period}")
-    if max_period < min_period:
-        raise ValueError(f"max_period: expected at least min_period={min_period}, got {max_period}")
-    if max_period > vocab_size:
-        raise ValueError(
-            f"max_period: expected at most vocab_size={vocab_size} (a segment has distinct "
-            f"tokens), got {max_period}"
-        )
-    if max_period >= num_tokens:
-        raise ValueError(
-            f"max_period: expected fewer than num_tokens={num_tokens}, so that every "
-            f"sequence has a predictable part, got {max_period}"
-        )
-    generator = torch.Generator().manual_seed(seed)
-    # A random permutation of the vocabulary per sequence; its first n entries are distinct.
-    order = torch.rand(num_sequences, vocab_size, generator=generator).argsort(dim=1)  # (b, vocab)
-    periods = torch.randint(
-        min_period, max_period + 1, (num_sequences, 1), generator=generator
-    )  # (b, 1)
-    positions = torch.arange(num_tokens + 1)  # t + 1 tokens: inputs and the last target
-    sequence = order.gather(1, positions % periods)  # (b, t + 1)
-    inputs = sequence[:, :-1].clone()  # (b, t)
-    targets = sequence[:, 1:].clone()  # (b, t)
-    targets[positions[:-1] < periods] = IGNORE_INDEX
     return inputs, targets
 
 
@@ -426,7 +313,7 @@ def train(
     inputs, targets = _check_inputs_and_targets(inputs, targets)
     steps = check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     progress = check_bool("progress", progress)
     lr = check_positive_float("lr", lr)
     device = _model_device(model)
@@ -515,77 +402,3 @@ def evaluate(
     if scored == 0:
         raise ValueError("targets: expected at least one scored position, got none")
     return correct / scored
-
-
-def _check_weights(weights: object) -> torch.Tensor:
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(
-            f"weights: expected a float tensor of shape (b, h, t, t), got {type(weights).__name__}"
-        )
-    if not weights.is_floating_point():
-        raise TypeError(f"weights: expected a float tensor, got dtype {weights.dtype}")
-    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError(
-            f"weights: expected a tensor of shape (b, h, t, t), got {tuple(weights.shape)}"
-        )
-    return weights
-
-
-def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
-    """How much each head attends from every token to the token just before it.
-
-    The score of a head is the mean of ``weights[:, head, i, i - 1]`` over the batch and over
-    the queries ``i >= 1``: 1 for a perfect previous-token head, about ``1 / (i + 1)`` for a
-    head that spreads its attention evenly.
-
-    Args:
-        weights: attention weights of one layer, ``(b, h, t, t)``, with ``t >= 2``.
-
-    Returns:
-        A tensor of shape ``(h,)``, one score per head.
-
-    Introduced in chapter 6.
-    """
-    weights = _check_weights(weights)
-    if weights.shape[-1] < 2:
-        raise ValueError(f"weights: expected t >= 2 tokens, got {tuple(weights.shape)}")
-    diagonal = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (b, h, t - 1)
-    return diagonal.mean(dim=(0, 2))  # (h,)
-
-
-def induction_scores(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """How much each head attends to the token after an earlier copy of the current token.
-
-    For a query ``i`` whose token appeared before, at some ``j - 1 < i``, an induction head
-    attends to key ``j``: the token that followed the earlier copy, which is the best guess of
-    what comes next. The score of a head is the attention weight on all such keys, summed per
-    query and averaged over the batch and the queries that have at least one earlier copy: 1
-    for a perfect induction head, near 0 for a head that looks elsewhere.
-
-    Args:
-        weights: attention weights of one layer, ``(b, h, t, t)``.
-        tokens: the token ids the weights were computed for, ``(b, t)``.
-
-    Returns:
-        A tensor of shape ``(h,)``, one score per head.
-
-    Introduced in chapter 6.
-    """
-    weights = _check_weights(weights)
-    tokens = check_tokens("tokens", tokens)
-    b, _, t, _ = weights.shape
-    if tuple(tokens.shape) != (b, t):
-        raise ValueError(
-            f"tokens: expected shape (b, t) = {(b, t)} like the weights, got {tuple(tokens.shape)}"
-        )
-    tokens = tokens.to(weights.device)
-    # match[b, i, j]: key j follows an earlier copy of query i's token (j - 1 < i).
-    match = torch.zeros(b, t, t, dtype=torch.bool, device=weights.device)
-    match[:, :, 1:] = tokens[:, :, None] == tokens[:, None, :-1]  # (b, t, t - 1)
-    match &= torch.ones(t, t, dtype=torch.bool, device=weights.device).tril(0)
-    has_copy = match.any(dim=-1)  # (b, t)
-    if not has_copy.any():
-        raise ValueError("tokens: expected at least one token that repeats, got none")
-    on_match = (weights * match[:, None].to(weights.dtype)).sum(dim=-1)  # (b, h, t)
-    on_match = on_match.transpose(0, 1)[:, has_copy]  # (h, queries with a copy)
-    return on_match.mean(dim=-1)  # (h,)

@@ -27,7 +27,8 @@ from ..positions import (
     SinusoidalPositions,
     sinusoidal_positions,
 )
-from ..training import IGNORE_INDEX, TinyCausalModel
+from ..tasks import IGNORE_INDEX
+from ..training import TinyCausalModel
 from ._core import Exercise
 from ._shortcuts import refusing, torch_modes_on
 
