@@ -173,6 +173,20 @@ def check_tokens(name: str, tokens: object) -> torch.Tensor:
     return tokens
 
 
+def _broadcast(*shapes: Sequence[int]) -> tuple[int, ...] | None:
+    """The shape that ``shapes`` broadcast to (aligned from the right, a size 1 stretching to
+    any other), or ``None`` where two sizes differ and neither is 1."""
+    rank = max(len(shape) for shape in shapes)
+    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
+    result = []
+    for sizes in zip(*padded, strict=True):
+        other = {size for size in sizes if size != 1}
+        if len(other) > 1:
+            return None
+        result.append(other.pop() if other else 1)
+    return tuple(result)
+
+
 def check_attention_inputs(
     queries: object,
     keys: object,
@@ -212,14 +226,13 @@ def check_attention_inputs(
             f"values: expected s={k.shape[-2]} tokens like the keys {tuple(k.shape)}, "
             f"got shape {tuple(v.shape)}"
         )
-    try:
-        leading = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
+    leading = _broadcast(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if leading is None:
         raise ValueError(
             f"keys: expected leading dimensions that broadcast with the queries' and the "
             f"values', got queries {tuple(q.shape)}, keys {tuple(k.shape)}, values "
             f"{tuple(v.shape)}"
-        ) from None
+        )
     if mask is not None:
         target = (*leading, q.shape[-2], k.shape[-2])  # (..., t, s)
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
@@ -232,11 +245,7 @@ def check_attention_inputs(
             raise ValueError(
                 f"mask: expected a tensor on the queries' device {q.device}, got {mask.device}"
             )
-        try:
-            fits = torch.broadcast_shapes(mask.shape, target) == target
-        except RuntimeError:
-            fits = False
-        if not fits:
+        if _broadcast(mask.shape, target) != target:
             raise ValueError(
                 f"mask: expected a shape that broadcasts to (..., t, s) = {target}, "
                 f"got {tuple(mask.shape)}"
