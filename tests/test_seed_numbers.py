@@ -7,6 +7,7 @@ float32 arithmetic.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -381,6 +382,11 @@ def test_triu_diagonals_and_causal_mask() -> None:
     assert mask.tolist() == [[value == 1.0 for value in row] for row in diagonal_1]
 
 
+@pytest.mark.xfail(
+    torch.__version__.startswith("2.5"),
+    reason="PyTorch 2.5 draws other dropout masks from the same seed (chapter 3 says so)",
+    strict=True,
+)
 def test_dropout_matrix_of_seed_123() -> None:
     # The book prints this matrix; it relies on the CPU generator giving the seed's numbers.
     torch.manual_seed(123)
