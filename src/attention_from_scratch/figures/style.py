@@ -171,6 +171,7 @@ def arrow(
     style: str = "-|>",
     linestyle: str = "-",
 ) -> None:
+    """An arrow from ``start`` to ``end`` (inches), bent by ``rad`` (0: straight)."""
     ax.add_patch(
         FancyArrowPatch(
             start,
