@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from attention_from_scratch import causal_mask
+from attention_from_scratch import attention, causal_mask
 from attention_from_scratch.exercises import load_hidden, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,6 +290,28 @@ def test_torch_masked_softmax_is_refused() -> None:
         result = grade("ch3-ex-all-masked", {"masked_softmax": answer})
         assert result.earned == 0, reasons(result)
         assert "yourself" in reasons(result)
+
+
+def test_the_packages_attention_and_sdpa_are_refused() -> None:
+    # Both compute masked weights: the identity as values hands them back.
+    def package(scores, hide):
+        eye = torch.eye(scores.shape[-1])
+        return attention(scores, eye, eye, hide, scale=1.0)[1]
+
+    def sdpa(scores, hide):
+        s = scores.shape[-1]
+        eye = torch.eye(s).expand(*scores.shape[:-2], s, s)
+        return F.scaled_dot_product_attention(scores, eye, eye, attn_mask=~hide, scale=1.0)
+
+    def window_package(scores, window):
+        return package(scores, window_mask(scores.shape[-1], window))
+
+    for answer in (package, sdpa):
+        result = grade("ch3-ex-all-masked", {"masked_softmax": answer})
+        assert result.earned == 0, reasons(result)
+        assert "yourself" in reasons(result)
+    refused = failing("ch3-ex-sliding-window", {"window_attention": window_package})
+    assert "attention" in refused and "yourself" in refused
 
 
 def test_aten_dropout_operators_are_refused() -> None:
