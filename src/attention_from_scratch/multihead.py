@@ -171,7 +171,9 @@ class MultiHeadAttention(nn.Module):
     ``scaled_dot_product_attention`` (``True``), which cannot return the
     weights. It is a plain attribute that may be switched at any time (a
     value that is not a bool is refused by the next ``forward``);
-    ``context_length`` is read-only, since the causal mask is built for it.
+    ``context_length`` is read-only, since the causal mask buffer ``mask``
+    is built for it (:func:`attend` builds the mask of each call itself;
+    chapter 7 slices the buffer for queries that follow cached keys).
 
     Args:
         d_in: size of each input embedding.
