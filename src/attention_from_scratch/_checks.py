@@ -119,7 +119,9 @@ def check_tensor(
             f"context_length"
         )
     if like is not None:
-        param = like if isinstance(like, torch.Tensor) else next(like.parameters(), None)
+        # A list, not next(..., None): torch.export in torch 2.5 cannot trace next's default.
+        params = [like] if isinstance(like, torch.Tensor) else list(like.parameters())[:1]
+        param = params[0] if params else None
         if param is not None:
             if x.device != param.device:
                 raise ValueError(
