@@ -96,6 +96,15 @@ def _check_token_list(name: str, tokens: object, vocab: int, longest: int) -> li
     return list(tokens)
 
 
+def attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The model's attention layers in order, with their names in its state dict."""
+    return [
+        (name, module)
+        for name, module in model.named_modules()
+        if hasattr(module, "W_query") and hasattr(module, "num_heads")
+    ]
+
+
 @torch.no_grad()
 def folded_weights(model: nn.Module) -> dict[str, torch.Tensor]:
     """The tensors the page needs, by name, in float64 before they are written as float32.
@@ -121,20 +130,18 @@ def folded_weights(model: nn.Module) -> dict[str, torch.Tensor]:
     table = model.embed(zeros)[0].to("cpu", torch.float64) - state["embedding.weight"][0]
     if table.abs().max() > 0:
         out["positions"] = table  # (context_length, d)
-    num_layers = len(model.attention)
-    for layer in range(num_layers):
-        prefix = f"attention.{layer}."
-        attention = model.attention[layer]
+    for layer, (name, attention) in enumerate(attention_layers(model)):
+        prefix, read = f"attention.{layer}.", f"{name}."  # written, read
         h, d_h = attention.num_heads, attention.head_dim
-        w_q = state[prefix + "W_query.weight"]  # (d, d)
-        w_k = state[prefix + "W_key.weight"]
-        w_v = state[prefix + "W_value.weight"]
-        w_o = state[prefix + "out_proj.weight"]
+        w_q = state[read + "W_query.weight"]  # (d, d)
+        w_k = state[read + "W_key.weight"]
+        w_v = state[read + "W_value.weight"]
+        w_o = state[read + "out_proj.weight"]
         for head in range(h):
             rows = slice(head * d_h, (head + 1) * d_h)
             out[f"{prefix}{head}.W_QK"] = w_q[rows].T @ w_k[rows] * d_h**-0.5  # (d, d)
             out[f"{prefix}{head}.W_OV"] = w_o[:, rows] @ w_v[rows]  # (d, d)
-        out[prefix + "out_proj.bias"] = state[prefix + "out_proj.bias"]
+        out[prefix + "out_proj.bias"] = state[read + "out_proj.bias"]
     for name in state:
         if name.startswith(("attention_norms.", "final_norm.", "head.")):
             out[name] = state[name]
@@ -161,14 +168,14 @@ def live_model_data(
         or not all(isinstance(x, str) and x.strip() for x in labels)
     ):
         raise ValueError(f"labels: expected {vocab} non-empty strings, one per token id")
-    first = model.attention[0]
+    layers = [attention for _, attention in attention_layers(model)]
     data: dict[str, Any] = {
         "config": {
             "vocab_size": vocab,
             "d_model": model.d_model,
             "context_length": length,
-            "num_layers": len(model.attention),
-            "num_heads": first.num_heads,
+            "num_layers": len(layers),
+            "num_heads": layers[0].num_heads,
             "labels": list(labels) if labels is not None else None,
         },
         "weights": {name: encode_floats(x) for name, x in folded_weights(model).items()},
