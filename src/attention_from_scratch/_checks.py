@@ -182,10 +182,13 @@ def _broadcast(*shapes: Sequence[int]) -> tuple[int, ...] | None:
     padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
     result = []
     for sizes in zip(*padded, strict=True):
-        other = {size for size in sizes if size != 1}
-        if len(other) > 1:
-            return None
-        result.append(other.pop() if other else 1)
+        common = 1
+        for size in sizes:  # compared, not hashed: a traced size is a tensor
+            if size != 1:
+                if common != 1 and size != common:
+                    return None
+                common = size
+        result.append(common)
     return tuple(result)
 
 
