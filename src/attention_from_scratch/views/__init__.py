@@ -40,9 +40,18 @@ How to add a view (the contract every view keeps):
 
 from __future__ import annotations
 
+from .explorer import attention_explorer
+from .heads import head_view
 from .kv_cache import kv_cache_stepper
 from .live_model import live_model
 from .tiles import tiles_stepper
 from .widget import View
 
-__all__ = ["View", "kv_cache_stepper", "live_model", "tiles_stepper"]
+__all__ = [
+    "View",
+    "attention_explorer",
+    "head_view",
+    "kv_cache_stepper",
+    "live_model",
+    "tiles_stepper",
+]

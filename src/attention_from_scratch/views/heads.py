@@ -92,7 +92,9 @@ def head_view_data(
     if layer_names is None:
         names = [f"layer {n}" for n in range(len(layers))]
     else:
-        names = check_labels(layer_names, len(layers))
+        names = list(layer_names) if isinstance(layer_names, (list, tuple)) else None
+        if names is None or not all(isinstance(name, str) for name in names):
+            raise TypeError(f"layer_names: expected a list of str, got {layer_names!r}")
         if len(names) != len(layers):
             raise ValueError(
                 f"layer_names: expected {len(layers)} names, one per layer, got {len(names)}"
