@@ -36,9 +36,9 @@ def grade_copies(count: int, sandbox: str, workers: int) -> float:
         start = time.perf_counter()
         rows = grade.grade_folder(folder, workers=workers, sandbox=sandbox)
         seconds = time.perf_counter() - start
-    bad = [row["submission"] for row in rows if row["total"] != row["possible"]]
+    bad = [row.submission for row in rows if row.total != row.possible]
     if bad:  # a timing of a broken grading would mean nothing
-        raise SystemExit(f"{sandbox}: not full marks for {bad}: {rows[0]['notes']}")
+        raise SystemExit(f"{sandbox}: not full marks for {bad}: {rows[0].notes}")
     return seconds / count
 
 

@@ -31,13 +31,12 @@ CANVAS = (
 IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 
-def graded(name: str, points: dict[str, tuple[float, float]]) -> dict:
+def graded(name: str, points: dict[str, tuple[float, float]]) -> grade.Row:
     """A row as the grader returns it, with exercises' (earned, possible)."""
     exercises = {
-        label: {"earned": earned, "possible": possible}
-        for label, (earned, possible) in points.items()
+        label: grade.ExerciseScore(earned, possible) for label, (earned, possible) in points.items()
     }
-    return {"submission": name, "exercises": exercises}
+    return grade.Row(name, "bwrap", exercises=exercises)
 
 
 def read(path: Path) -> list[list[str]]:

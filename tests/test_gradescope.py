@@ -82,6 +82,9 @@ def test_setup_installs_the_zips_own_wheel_at_the_books_pins(autograder: Path) -
     assert f"./{wheel.name}" in setup
     assert "torch==" in setup and all(pin in setup for pin in gradescope.pins())
     assert subprocess.run(["bash", "-n", str(autograder / "source" / "setup.sh")]).returncode == 0
+    # The grader's command line travels with its package.
+    assert (autograder / "source" / "grade.py").is_file()
+    assert (autograder / "source" / "grader" / "run.py").is_file()
     config = json.loads((autograder / "source" / "autograder.json").read_text())
     assert config["chapters"] == [5] and config["commit"]
 
@@ -96,10 +99,10 @@ def test_the_books_solutions_score_as_make_grade_and_hidden_checks_stay_hidden(
     shutil.copy(CHAPTER, folder / "answers.ipynb")
     sandbox = "bwrap" if grade.sandbox_problem() is None else "none"
     (row,) = grade.grade_folder(folder, sandbox=sandbox, hidden_dir=HIDDEN.parent)
-    assert row["total"] == row["possible"] > 0
-    assert results["score"] == row["total"]
+    assert row.total == row.possible > 0
+    assert results["score"] == row.total
     checks = [t for t in results["tests"] if t["max_score"] > 0]
-    assert sum(t["max_score"] for t in checks) == row["possible"]
+    assert sum(t["max_score"] for t in checks) == row.possible
     hidden = [t for t in checks if t["visibility"] == "after_published"]
     assert hidden and all(t["output"] == "" for t in hidden)
     # Not a line of a hidden check's code reaches results.json.

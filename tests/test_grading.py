@@ -3,7 +3,8 @@ the book's own chapters.
 
 The reference chapters are graded once per test session (two at a time) and shared by every
 test that needs them; that run also proves each chapter runs top to bottom without a cell
-raising.
+raising. Every test here that grades (a kernel running a notebook) is marked slow; the parts
+of the grader that need no kernel are tested in tests/test_grading_report.py.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def fixture_grades(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_correct_submission_gets_every_point_hidden_checks_included(
     fixture_grades: Path,
 ) -> None:
@@ -79,12 +81,14 @@ def test_a_correct_submission_gets_every_point_hidden_checks_included(
     assert (row["total"], row["possible"], row["status"]) == ("5", "5", "ok")
 
 
+@pytest.mark.slow
 def test_a_wrong_answer_loses_only_its_points(fixture_grades: Path) -> None:
     row = read_csv(fixture_grades / "grades.csv")["wrong.ipynb"]
     # base + 2 has the right shape and dtype (2 points) but the wrong values.
     assert (row["ch0-ex-double"], row["ch0-ex-total"], row["total"]) == ("2", "1", "3")
 
 
+@pytest.mark.slow
 def test_a_raising_answer_loses_only_its_exercise(fixture_grades: Path) -> None:
     row = read_csv(fixture_grades / "grades.csv")["raising.ipynb"]
     assert (row["ch0-ex-double"], row["ch0-ex-total"], row["total"]) == ("0", "1", "1")
@@ -94,6 +98,7 @@ def test_a_raising_answer_loses_only_its_exercise(fixture_grades: Path) -> None:
     assert "`doubled` is not defined" in feedback
 
 
+@pytest.mark.slow
 def test_an_infinite_loop_is_stopped_and_reported(fixture_grades: Path) -> None:
     rows = read_csv(fixture_grades / "grades.csv")
     row = rows["loop.ipynb"]
@@ -103,11 +108,13 @@ def test_an_infinite_loop_is_stopped_and_reported(fixture_grades: Path) -> None:
     assert rows["good.ipynb"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_printing_a_fake_result_line_earns_nothing(fixture_grades: Path) -> None:
     row = read_csv(fixture_grades / "grades.csv")["forged.ipynb"]
     assert (row["ch0-ex-double"], row["total"]) == ("0", "1")
 
 
+@pytest.mark.slow
 def test_unreadable_and_non_notebook_files_are_rows_not_crashes(fixture_grades: Path) -> None:
     rows = read_csv(fixture_grades / "grades.csv")
     assert rows["broken.ipynb"]["status"] == "unreadable"
@@ -115,6 +122,7 @@ def test_unreadable_and_non_notebook_files_are_rows_not_crashes(fixture_grades: 
     assert rows["broken.ipynb"]["total"] == rows["notes.txt"]["total"] == ""
 
 
+@pytest.mark.slow
 def test_the_csv_has_the_documented_columns(fixture_grades: Path) -> None:
     with (fixture_grades / "grades.csv").open(newline="") as handle:
         header = next(csv.reader(handle))
@@ -130,6 +138,7 @@ def test_the_csv_has_the_documented_columns(fixture_grades: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_feedback_lists_checks_hints_and_human_graded_exercises(fixture_grades: Path) -> None:
     feedback = (fixture_grades / "feedback" / "wrong.md").read_text()
     assert "- pass: doubled shape" in feedback
@@ -145,6 +154,7 @@ def test_feedback_lists_checks_hints_and_human_graded_exercises(fixture_grades: 
     ]
 
 
+@pytest.mark.slow
 def test_the_submission_files_are_left_untouched(tmp_path: Path) -> None:
     path = write_fixture(tmp_path / "a.ipynb", double="doubled = base * 2\nopen('x', 'w')\n")
     before = path.read_bytes()
@@ -205,7 +215,7 @@ def chapter_grades(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         nbformat.write(nb, folder / MUTATED)
     rows = grade.grade_folder(folder, timeout=600, workers=2, sandbox=SANDBOX)
     return {
-        "rows": {row["submission"]: row for row in rows},
+        "rows": {row.submission: row for row in rows},
         "csv": read_csv(folder / "grades.csv"),
         "mutated": mutated,
     }
@@ -217,15 +227,15 @@ def test_every_chapter_gets_full_marks_without_a_cell_raising(
     chapter_grades: dict[str, Any], path: Path
 ) -> None:
     row = chapter_grades["rows"][path.name]
-    assert row["status"] == "ok", row["notes"]
-    assert row["errors"] == []
+    assert row.status == "ok", row.notes
+    assert row.errors == ()
     failed = {
-        label: [c["hint"] for c in e["checks"] if not c["passed"]] or e.get("error")
-        for label, e in row["exercises"].items()
-        if e["earned"] != e["possible"]
+        label: [c.hint for c in e.checks if not c.passed] or e.error
+        for label, e in row.exercises.items()
+        if e.earned != e.possible
     }
     assert failed == {}
-    assert row["total"] == row["possible"]
+    assert row.total == row.possible
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -243,12 +253,12 @@ def test_a_wrong_and_a_raising_answer_lose_exactly_their_points(
 ) -> None:
     mutated = chapter_grades["mutated"]
     assert mutated, "no chapter has two auto-graded exercises yet"
-    reference = chapter_grades["rows"][mutated["source"]]["exercises"]
-    row = chapter_grades["rows"][MUTATED]["exercises"]
+    reference = chapter_grades["rows"][mutated["source"]].exercises
+    row = chapter_grades["rows"][MUTATED].exercises
     for label, exercise in reference.items():
-        expected = 0 if label in (mutated["wrong"], mutated["raising"]) else exercise["possible"]
-        assert row[label]["earned"] == expected, label
-    assert any("RuntimeError: not done" in e for e in chapter_grades["rows"][MUTATED]["errors"])
+        expected = 0 if label in (mutated["wrong"], mutated["raising"]) else exercise.possible
+        assert row[label].earned == expected, label
+    assert any("RuntimeError: not done" in e for e in chapter_grades["rows"][MUTATED].errors)
 
 
 # ----------------------------------------------------------------------- the instructors' page

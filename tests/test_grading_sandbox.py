@@ -1,7 +1,7 @@
 """The grader against hostile submissions: each one sealed off, forged results caught.
 
 One folder mixes honest notebooks of the made-up chapter 0 with hostile ones (rewriting a
-classmate, forging full marks in seven ways, writing into the instructor's files, leaving a
+classmate, forging full marks in eight ways, writing into the instructor's files, leaving a
 process behind, reaching a server on 127.0.0.1, flooding its output); it is graded once, in
 the sandbox, and every test below reads that one run (marked slow: a few minutes on two
 cores).
@@ -55,7 +55,7 @@ core.run_checks = run_checks
     # Wrap every check function so that whatever it raises is swallowed.
     "forge_wrap_checks": """
 import dataclasses, functools
-import attention_from_scratch.exercises._core as core
+import attention_from_scratch.exercises._registry as registry
 def lenient(function):
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
@@ -64,26 +64,27 @@ def lenient(function):
         except Exception:
             pass
     return wrapper
-for exercise in core._REGISTRY.values():
+for exercise in registry._REGISTRY.values():
     exercise.checks = [
         dataclasses.replace(c, function=lenient(c.function)) for c in exercise.checks]
 """,
     # Swap the code of each check function for code that passes.
     "forge_code_objects": """
-import attention_from_scratch.exercises._core as core
-for exercise in core._REGISTRY.values():
+import attention_from_scratch.exercises._registry as registry
+for exercise in registry._REGISTRY.values():
     for c in exercise.checks:
         c.function.__code__ = (lambda doubled: None).__code__
 """,
     # Put a counterfeit exercise, with checks that always pass, into the registry.
     "forge_registry": """
 import attention_from_scratch.exercises._core as core
-old = core._REGISTRY["ch0-ex-double"]
+import attention_from_scratch.exercises._registry as registry
+old = registry._REGISTRY["ch0-ex-double"]
 new = object.__new__(core.Exercise)
 new.__dict__.update(old.__dict__)
 new.checks = [core.Check(c.name, lambda doubled: None, c.points, c.hint, c.hidden)
               for c in old.checks]
-core._REGISTRY["ch0-ex-double"] = new
+registry._REGISTRY["ch0-ex-double"] = new
 """,
     # Replace a result class with one that reports every check as passed.
     "forge_result_class": """
@@ -96,6 +97,14 @@ class ExerciseResult(core.ExerciseResult):
         data["earned"] = data["possible"]
         return data
 core.ExerciseResult = ExerciseResult
+""",
+    # Patch the report a check cell prints so that every check reads as passed.
+    "forge_report": """
+import attention_from_scratch.exercises.report as report
+real = report.CheckResult.to_dict
+def to_dict(self):
+    return {**real(self), "passed": True, "reason": ""}
+report.CheckResult.to_dict = to_dict
 """,
     # Patch torch so that the value check passes for a tensor of the right shape.
     "forge_torch": """
@@ -258,7 +267,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, server: int) -> Iterator[d
     after = snapshot(folder)
     outputs = {"grades.csv"} | {k for k in after if k.startswith("feedback/")}
     yield {
-        "rows": {row["submission"]: row for row in rows},
+        "rows": {row.submission: row for row in rows},
         "csv": read_csv(folder / "grades.csv"),
         "changed": sorted(
             k
@@ -361,6 +370,7 @@ def test_grading_without_bwrap_is_refused_with_what_to_do(tmp_path: Path) -> Non
     assert not (tmp_path / "grades.csv").exists()
 
 
+@pytest.mark.slow
 def test_opting_out_labels_every_row_as_not_isolated(tmp_path: Path) -> None:
     write_fixture(tmp_path / "good.ipynb")
     (tmp_path / "notes.txt").write_text("not a notebook")

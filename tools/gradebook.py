@@ -21,7 +21,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grader import Row  # tools/grader/, beside this file
 
 SUBMISSION = "submission"
 POINTS_POSSIBLE = "Points Possible"
@@ -71,22 +74,20 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
-def by_chapter(row: Mapping[str, Any]) -> dict[int, tuple[float, float]]:
+def by_chapter(row: Row) -> dict[int, tuple[float, float]]:
     """(earned, possible) auto-graded points per chapter of one graded notebook."""
     found: dict[int, tuple[float, float]] = {}
-    for label, exercise in row.get("exercises", {}).items():
+    for label, exercise in row.exercises.items():
         match = CHAPTER.match(label)
         if match is None:
             continue
         chapter = int(match.group(1))
         earned, possible = found.get(chapter, (0.0, 0.0))
-        found[chapter] = (earned + exercise["earned"], possible + exercise["possible"])
+        found[chapter] = (earned + exercise.earned, possible + exercise.possible)
     return found
 
 
-def write_gradebook(
-    path: str | Path, roster: Roster, graded: Iterable[Mapping[str, Any]]
-) -> list[str]:
+def write_gradebook(path: str | Path, roster: Roster, graded: Iterable[Row]) -> list[str]:
     """Write ``path``; return warnings (a roster file not found, a notebook not in the roster).
 
     Args:
@@ -94,7 +95,7 @@ def write_gradebook(
         roster: the class list.
         graded: the grader's rows, one per submitted file.
     """
-    graded_rows = {row["submission"]: row for row in graded}
+    graded_rows = {row.submission: row for row in graded}
     chapters = {name: by_chapter(row) for name, row in graded_rows.items()}
     possible: dict[int, float] = {}
     for points in chapters.values():

@@ -7,7 +7,7 @@ Gradescope programming assignment's autograder. The zip holds:
   the course package from the wheel in the zip (built here, from this checkout: the package
   at the commit the zip was built from) with the pinned versions of `requirements.txt`;
 - `run_autograder`: runs `run.py` (tools/gradescope_run.py), which grades the submitted
-  notebook with the course's grader (`grade.py`) and writes `results.json`;
+  notebook with the course's grader (`grade.py` and `grader/`) and writes `results.json`;
 - `hidden/chN.py`: the hidden checks of the chosen chapters, which students never see;
 - `autograder.json`: the chapters, the commit and the time limit per notebook.
 
@@ -157,6 +157,9 @@ def build(chapters: list[int], out: Path = DEFAULT_OUT, timeout: float = 600) ->
             _add(archive, "run.py", (TOOLS / "gradescope_run.py").read_text(encoding="utf-8"))
             for name in ("grade.py", "gradebook.py"):
                 _add(archive, name, (TOOLS / name).read_text(encoding="utf-8"))
+            for module in sorted((TOOLS / "grader").glob("*.py")):
+                name = f"grader/{module.name}"
+                _add(archive, name, module.read_text(encoding="utf-8"))
             for chapter in chapters:
                 hidden = ROOT / "grading" / "hidden" / f"ch{chapter}.py"
                 if hidden.is_file():

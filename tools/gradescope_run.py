@@ -1,10 +1,10 @@
 """Gradescope's side of the autograder: grade the submitted notebook, write results.json.
 
 `tools/gradescope.py` puts this file into the autograder zip as `run.py`, beside the course's
-grader (`grade.py`), the hidden checks of the chosen chapters (`hidden/`) and
-`autograder.json`. Gradescope runs `run_autograder`, which runs this with the Python that
-`setup.sh` installed. It grades every `.ipynb` of `/autograder/submission/` exactly as
-`make grade` does and writes `/autograder/results/results.json` in Gradescope's format:
+grader (`grade.py` and its package `grader/`), the hidden checks of the chosen chapters
+(`hidden/`) and `autograder.json`. Gradescope runs `run_autograder`, which runs this with
+the Python that `setup.sh` installed. It grades every `.ipynb` of `/autograder/submission/`
+exactly as `make grade` does and writes `/autograder/results/results.json` in Gradescope's format:
 
 - one test per check: public checks `visible`, with the hint as output when they fail;
   hidden checks by name and points only, `after_published`, their code and hint never;
@@ -46,22 +46,22 @@ def _test(name: str, score: float, max_score: float, visibility: str, output: st
     }
 
 
-def tests_of(row: dict[str, Any], chapters: set[int], rubrics: dict[str, str]) -> list[dict]:
+def tests_of(row: grade.Row, chapters: set[int], rubrics: dict[str, str]) -> list[dict]:
     """The Gradescope tests of one graded notebook (a row of `grade.grade_folder`)."""
-    name = row["submission"]
+    name = row.submission
     tests = []
-    if row["status"] != "ok":
+    if row.status != "ok":
         tests.append(
             _test(
-                f"{name}: {row['status']}",
+                f"{name}: {row.status}",
                 0,
                 0,
                 VISIBLE,
-                f"{row['status']}: {row['notes']}".strip(": ")
+                f"{row.status}: {row.notes}".strip(": ")
                 + ". Exercises that were checked before it still count.",
             )
         )
-    for label, exercise in row["exercises"].items():
+    for label, exercise in row.exercises.items():
         match = CHAPTER.match(label)
         if match is None or int(match.group(1)) not in chapters:
             tests.append(
@@ -75,35 +75,33 @@ def tests_of(row: dict[str, Any], chapters: set[int], rubrics: dict[str, str]) -
                 )
             )
             continue
-        if exercise.get("error"):
+        if exercise.error:
             tests.append(
                 _test(
                     f"{label}: not checked",
                     0,
-                    exercise["possible"],
+                    exercise.possible,
                     VISIBLE,
-                    exercise["error"],
+                    exercise.error,
                 )
             )
             continue
-        for check in exercise["checks"]:
-            score = check["points"] if check["passed"] else 0
-            if check["hidden"]:
+        for check in exercise.checks:
+            score = check.points if check.passed else 0
+            if check.hidden:
                 tests.append(
-                    _test(f"{label}: {check['title']}", score, check["points"], AFTER_PUBLISHED, "")
+                    _test(f"{label}: {check.title}", score, check.points, AFTER_PUBLISHED, "")
                 )
                 continue
             output = ""
-            if not check["passed"]:
-                output = "\n".join(p for p in (check["reason"], f"Hint: {check['hint']}") if p)
-            tests.append(
-                _test(f"{label}: {check['title']}", score, check["points"], VISIBLE, output)
-            )
-    for item in row["manual"]:
-        label = item["label"]
+            if not check.passed:
+                output = "\n".join(p for p in (check.reason, f"Hint: {check.hint}") if p)
+            tests.append(_test(f"{label}: {check.title}", score, check.points, VISIBLE, output))
+    for item in row.manual:
+        label = item.label
         tests.append(
             _test(
-                f"{label}: graded by hand ({item['points']:g} points)",
+                f"{label}: graded by hand ({item.points:g} points)",
                 0,
                 0,
                 HIDDEN,
@@ -114,7 +112,7 @@ def tests_of(row: dict[str, Any], chapters: set[int], rubrics: dict[str, str]) -
 
 
 def results(
-    rows: list[dict[str, Any]], chapters: set[int], rubrics: dict[str, str], isolation: str
+    rows: list[grade.Row], chapters: set[int], rubrics: dict[str, str], isolation: str
 ) -> dict[str, Any]:
     """results.json for the graded notebooks (none: a result that says what to upload)."""
     tests: list[dict] = []

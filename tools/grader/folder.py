@@ -1,0 +1,116 @@
+"""Grade a folder: each notebook in a process of its own, a few at a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .config import DEFAULT_HIDDEN, DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT, GradingConfig
+from .report import Row, write_csv, write_feedback
+from .sandbox import ADVICE, SandboxUnavailable, own_processes, sandbox_problem
+
+# The command line that grades one notebook (`--one`) sits beside this package.
+SCRIPT = Path(__file__).resolve().parent.parent / "grade.py"
+# What the grader writes into the folder, never graded.
+OUTPUTS = {"grades.csv", "feedback", "gradebook.csv"}
+
+
+def run_child(path: Path, config: GradingConfig) -> Row:
+    """Grade one notebook in a process of its own; a process that fails is a row too."""
+    with tempfile.TemporaryDirectory(prefix="grade-result-") as scratch:
+        out = Path(scratch) / "result.json"
+        # The configuration goes through stdin, not the command line or the environment.
+        payload = json.dumps({"config": config.to_json(), "path": str(path), "out": str(out)})
+        status, notes = f"timeout after {config.timeout:g} s", "the grader stopped it"
+        try:
+            child = subprocess.run(
+                [sys.executable, str(SCRIPT), "--one"],
+                input=payload,
+                text=True,
+                capture_output=True,
+                timeout=config.timeout + 120,
+                check=False,
+            )
+            stderr = child.stderr.strip().splitlines()
+            status, notes = "grader error", (stderr[-1] if stderr else "")[:200]
+        except subprocess.TimeoutExpired:
+            pass
+        if out.is_file():
+            return Row.from_dict(json.loads(out.read_text()))
+    return Row(path.name, config.isolation, status=status, notes=notes)
+
+
+def grade_one(payload: str) -> None:
+    """The child's side of :func:`run_child`: grade the notebook named in ``payload``."""
+    from .run import grade_notebook
+
+    data = json.loads(payload)
+    row = grade_notebook(Path(data["path"]), GradingConfig.from_json(data["config"]))
+    Path(data["out"]).write_text(json.dumps(row.to_dict()))
+
+
+def grade_folder(
+    folder: str | Path,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    workers: int = 2,
+    hidden_dir: str | Path | None = DEFAULT_HIDDEN,
+    check_files: Iterable[str | Path] = (),
+    sandbox: str = "bwrap",
+    memory_gib: float = DEFAULT_MEMORY_GIB,
+) -> list[Row]:
+    """Grade every file of ``folder``; write grades.csv and feedback/; return the rows.
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a folder.
+        ValueError: an option out of range (the sandbox, the timeout, the memory), named.
+        SandboxUnavailable: ``sandbox="bwrap"`` where bubblewrap cannot run; the message
+            says what to install, or how to grade elsewhere or without isolation.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"SUBMISSIONS: expected a folder, got {str(folder)!r}")
+    processes = 0
+    if sandbox == "bwrap":
+        if problem := sandbox_problem():
+            raise SandboxUnavailable(f"Cannot grade in a sandbox: {problem}\n{ADVICE}")
+        # Per kernel; the process limit counts every process of this user (root is exempt).
+        processes = own_processes() + 1024
+    config = GradingConfig.make(
+        timeout=timeout,
+        hidden_dir=hidden_dir,
+        check_files=list(check_files),
+        sandbox=sandbox,
+        memory_gib=memory_gib,
+        processes=processes,
+    )
+    files = sorted(
+        p for p in folder.iterdir() if p.name not in OUTPUTS and not p.name.startswith(".")
+    )
+    notebooks = [p for p in files if p.suffix == ".ipynb" and p.is_file()]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        graded = dict(
+            zip(notebooks, pool.map(lambda p: run_child(p, config), notebooks), strict=False)
+        )
+    rows = []
+    for path in files:
+        if path in graded:
+            rows.append(graded[path])
+        else:
+            kind = "a folder" if path.is_dir() else f"a {path.suffix or 'file'} file"
+            rows.append(
+                Row(
+                    path.name,
+                    config.isolation,
+                    status="not a notebook",
+                    notes=f"{kind}, not .ipynb",
+                )
+            )
+    write_csv(folder / "grades.csv", rows)
+    write_feedback(folder / "feedback", rows)
+    return rows
