@@ -51,7 +51,7 @@ def _check_model(model: object) -> nn.Module:
             f"model: expected a TinyCausalModel (chapter 6) with embedding and head, "
             f"got {type(model).__name__} without {sorted(names - state.keys())}"
         )
-    if getattr(model, "use_mlp", False):
+    if any("mlp" in name for name in state):  # a perceptron's weights, in any block
         raise ValueError(
             "model: expected an attention-only model (mlp=False), got one with "
             "perceptrons; the view runs attention, positions and LayerNorm only"
@@ -142,8 +142,18 @@ def folded_weights(model: nn.Module) -> dict[str, torch.Tensor]:
             out[f"{prefix}{head}.W_QK"] = w_q[rows].T @ w_k[rows] * d_h**-0.5  # (d, d)
             out[f"{prefix}{head}.W_OV"] = w_o[:, rows] @ w_v[rows]  # (d, d)
         out[prefix + "out_proj.bias"] = state[read + "out_proj.bias"]
+    # The LayerNorms in the model's order: one before each attention layer (perceptrons are
+    # refused, so there are no others), then the final one.
+    norms = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.LayerNorm) and name != "final_norm"
+    ]
+    for layer, name in enumerate(norms):
+        for part in ("weight", "bias"):
+            out[f"attention_norms.{layer}.{part}"] = state[f"{name}.{part}"]
     for name in state:
-        if name.startswith(("attention_norms.", "final_norm.", "head.")):
+        if name.startswith(("final_norm.", "head.")):
             out[name] = state[name]
     return out
 
