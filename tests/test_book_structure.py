@@ -219,6 +219,7 @@ SHOWN = {
         "SinusoidalPositions",
         "RotaryEmbedding",
         "RotaryMultiHeadAttention",
+        "Block",
         "TinyCausalModel",
         "train",
     ],

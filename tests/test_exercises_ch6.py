@@ -155,7 +155,7 @@ def test_accuracy_from_on_sliced_inputs_fails() -> None:
 def logits_without_head_by_hand(model, tokens, layer, head):
     with torch.no_grad():
         x = model.embed(tokens)
-        for i, attention in enumerate(model.attention):
+        for i, attention in enumerate(block.attention for block in model.blocks):
             q, k, v = attention.project(x)
             context, _ = attention.attend(q, k, v)
             if i == layer:
@@ -174,7 +174,7 @@ def test_logits_without_head_earns_every_automatic_point() -> None:
 
 def test_switching_off_the_whole_layer_or_leaving_a_hook_fails() -> None:
     def whole_layer(model, tokens, layer, head):  # the chapter's zero ablation
-        hook = model.attention[layer].register_forward_hook(lambda m, a, out: out * 0)
+        hook = model.blocks[layer].attention.register_forward_hook(lambda m, a, out: out * 0)
         try:
             with torch.no_grad():
                 return model(tokens)
@@ -184,14 +184,14 @@ def test_switching_off_the_whole_layer_or_leaving_a_hook_fails() -> None:
     assert "whole layer" in reasons("ch6-ex-ablate-induction", {"logits_without_head": whole_layer})
 
     def after_out_proj(model, tokens, layer, head):
-        d_h = model.attention[layer].head_dim
+        d_h = model.blocks[layer].attention.head_dim
 
         def zero(m, a, out):
             out = out.clone()
             out[..., head * d_h : (head + 1) * d_h] = 0
             return out
 
-        hook = model.attention[layer].register_forward_hook(zero)
+        hook = model.blocks[layer].attention.register_forward_hook(zero)
         with torch.no_grad():
             logits = model(tokens)
         hook.remove()
@@ -202,14 +202,14 @@ def test_switching_off_the_whole_layer_or_leaving_a_hook_fails() -> None:
     )
 
     def hook_left_behind(model, tokens, layer, head):
-        d_h = model.attention[layer].head_dim
+        d_h = model.blocks[layer].attention.head_dim
 
         def zero(m, args):
             context = args[0].clone()
             context[..., head * d_h : (head + 1) * d_h] = 0
             return (context,)
 
-        model.attention[layer].out_proj.register_forward_pre_hook(zero)
+        model.blocks[layer].attention.out_proj.register_forward_pre_hook(zero)
         with torch.no_grad():
             return model(tokens)
 
@@ -218,9 +218,9 @@ def test_switching_off_the_whole_layer_or_leaving_a_hook_fails() -> None:
     )
 
     def weights_zeroed_and_kept(model, tokens, layer, head):
-        d_h = model.attention[layer].head_dim
+        d_h = model.blocks[layer].attention.head_dim
         with torch.no_grad():
-            model.attention[layer].out_proj.weight[:, head * d_h : (head + 1) * d_h] = 0
+            model.blocks[layer].attention.out_proj.weight[:, head * d_h : (head + 1) * d_h] = 0
             return model(tokens)
 
     assert "weights are changed" in reasons(

@@ -310,7 +310,10 @@ def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> No
     torch.manual_seed(8)
     model = TinyCausalModel(10, d_model=8, context_length=6, num_layers=2, positions="rotary")
     assert model.positions is None
-    assert all(isinstance(layer, RotaryMultiHeadAttention) for layer in model.attention)
+    assert all(
+        isinstance(layer, RotaryMultiHeadAttention)
+        for layer in (block.attention for block in model.blocks)
+    )
     tokens = torch.tensor([[1, 2, 3, 1, 2, 3]])
     logits, weights = model(tokens, return_weights=True)
     assert logits.shape == (1, 6, 10) and [w.shape for w in weights] == [(1, 1, 6, 6)] * 2

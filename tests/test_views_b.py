@@ -64,7 +64,7 @@ def torch_logits(model: TinyCausalModel, tokens: torch.Tensor, off: list[list[in
     hooks = []
     for layer in {pair[0] for pair in off}:
         heads = sorted({pair[1] for pair in off if pair[0] == layer})
-        attention = model.attention[layer]
+        attention = model.blocks[layer].attention
         if len(heads) == attention.num_heads:
 
             def zero_output(module, args, out):  # out, or (out, weights)
@@ -126,7 +126,7 @@ def test_live_model_logits_weights_and_accuracy_equal_torch(tmp_path, options) -
     inputs, targets = induction_task(24, 20, 16, min_period=3, max_period=10, seed=2)
     data = live_model_data(model, inputs[0], held_out=(inputs, targets))
     carried = inputs[:MAX_HELD_OUT], targets[:MAX_HELD_OUT]  # what the page measures on
-    h = model.attention[0].num_heads
+    h = model.blocks[0].attention.num_heads
     cases = [*CASES, [[0, h - 1]], [[1, 0], [1, h - 1]]]
     fixture = [
         {"tokens": inputs[i % 3, : 20 - i].tolist(), "off": off} for i, off in enumerate(cases)

@@ -67,7 +67,7 @@ from .source import SourceCode, show_source
 from .tasks import induction_task, k_back_task
 from .toy import TOY_TOKENS, toy_sentence
 from .trainable import SelfAttentionV1, SelfAttentionV2
-from .training import TinyCausalModel, TrainingHistory, evaluate, train
+from .training import Block, TinyCausalModel, TrainingHistory, evaluate, train
 from .word_vectors import (
     CorruptDownloadError,
     GloVe,
@@ -93,6 +93,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "TOY_TOKENS",
+    "Block",
     "CachedAttention",
     "CachedCausalModel",
     "CausalAttention",

@@ -51,13 +51,81 @@ def _check_inputs_and_targets(inputs: object, targets: object) -> tuple[torch.Te
     return inputs, targets
 
 
+class Block(nn.Module):
+    """One block of a causal model: attention, then optionally a perceptron, each added to
+    its input (a residual connection).
+
+    ``x + attention(norm(x))``, then, with ``mlp=True``, ``x + mlp(x)``, where the
+    perceptron starts with its own norm; with ``layer_norm=True`` the norms are
+    ``LayerNorm``s (pre-norm, as in GPT-2), otherwise they do nothing.
+
+    Args:
+        attention: the block's attention layer, e.g. a
+            :class:`~attention_from_scratch.MultiHeadAttention` with ``d_in = d_out = d``.
+        mlp: add a two-layer perceptron with ``4 d`` hidden units.
+        layer_norm: normalise the input of each sub-block.
+
+    Shape:
+        - Input: ``(b, t, d)``.
+        - Output: ``(x, weights)``: ``(b, t, d)`` and, with ``return_weights=True``, the
+          attention weights ``(b, h, t, t)``, else ``None``. Other keyword arguments of
+          ``forward`` go to the attention layer.
+
+    Introduced in chapter 6.
+    """
+
+    def __init__(
+        self,
+        attention: nn.Module,
+        *,
+        mlp: bool = False,
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(attention, nn.Module):
+            got = type(attention).__name__
+            expected = "expected a torch.nn.Module"
+            raise TypeError(f"attention: {expected}, got {got}")
+        mlp = check_bool("mlp", mlp)
+        layer_norm = check_bool("layer_norm", layer_norm)
+        d = attention.d_out
+        self.attention_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
+        self.attention = attention
+        self.mlp: nn.Sequential | None = None
+        if mlp:
+            self.mlp = nn.Sequential(
+                nn.LayerNorm(d) if layer_norm else nn.Identity(),
+                nn.Linear(d, 4 * d),
+                nn.GELU(),
+                nn.Linear(4 * d, d),
+            )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        return_weights: bool = False,
+        **attention_options: object,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        weights = None
+        if return_weights:
+            out, weights = self.attention(
+                self.attention_norm(x), True, **attention_options
+            )  # (b, t, d), (b, h, t, t)
+        else:
+            out = self.attention(self.attention_norm(x), **attention_options)
+        x = x + out  # (b, t, d)
+        if self.mlp is not None:
+            x = x + self.mlp(x)  # (b, t, d)
+        return x, weights
+
+
 class TinyCausalModel(nn.Module):
     """A small causal language model built from the course's :class:`MultiHeadAttention`.
 
-    Token embedding, optional positions, ``num_layers`` residual blocks and a linear output
-    head. Each block adds ``attention(x)`` to ``x`` and, with ``mlp=True``, then adds a small
-    two-layer perceptron; with ``layer_norm=True`` each sub-block sees ``LayerNorm(x)``
-    (pre-norm, as in GPT-2) and a final LayerNorm precedes the head.
+    Token embedding, optional positions, ``num_layers`` blocks (:class:`Block`) and a linear
+    output head. Each block adds ``attention(x)`` to ``x`` and, with ``mlp=True``, then adds
+    a small two-layer perceptron; with ``layer_norm=True`` each sub-block sees
+    ``LayerNorm(x)`` (pre-norm, as in GPT-2) and a final LayerNorm precedes the head.
 
     Args:
         vocab_size: the number of token ids, ``vocab``.
@@ -79,8 +147,8 @@ class TinyCausalModel(nn.Module):
           every layer.
 
     A later chapter extends the model by subclassing: ``attention_class`` names the attention
-    layer of every block, and :meth:`embed` and :meth:`block` are the steps of ``forward``
-    (chapter 7's ``CachedCausalModel`` adds a KV cache per layer this way).
+    layer of every block, and :meth:`embed` is the first step of ``forward`` (chapter 7's
+    ``CachedCausalModel`` passes a KV cache to each block's attention this way).
 
     Introduced in chapter 6.
     """
@@ -132,26 +200,17 @@ class TinyCausalModel(nn.Module):
                     f"positions: expected {kinds} with {name}, got 'rotary'",
                 )
             layer = RotaryMultiHeadAttention
-        self.attention = nn.ModuleList(
+        # Every attention layer first, then the blocks and their perceptrons:
+        # the random initial weights are drawn in this order.
+        attentions = [
             layer(d, d, context_length, dropout, num_heads)
             for _ in range(num_layers)  # one per block
+        ]
+        self.blocks = nn.ModuleList(
+            Block(attention, mlp=mlp, layer_norm=layer_norm)
+            for attention in attentions  # in order
         )
-        self.attention_norms = nn.ModuleList(
-            nn.LayerNorm(d) if layer_norm else nn.Identity()
-            for _ in range(num_layers)  # one per block
-        )
-        self.mlps = nn.ModuleList(
-            nn.Sequential(
-                nn.LayerNorm(d_model) if layer_norm else nn.Identity(),
-                nn.Linear(d_model, 4 * d_model),
-                nn.GELU(),
-                nn.Linear(4 * d_model, d_model),
-            )
-            if mlp
-            else nn.Identity()
-            for _ in range(num_layers)
-        )
-        self.use_mlp = mlp
+        self.use_mlp = mlp  # whether the blocks have perceptrons
         self.final_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
 
@@ -171,8 +230,8 @@ class TinyCausalModel(nn.Module):
         return_weights = check_bool("return_weights", return_weights)
         x = self.embed(tokens)  # (b, t, d)
         all_weights = []
-        for i in range(len(self.attention)):
-            x, weights = self.block(i, x, return_weights)
+        for block in self.blocks:
+            x, weights = block(x, return_weights)  # (b, t, d)
             all_weights.append(weights)  # (b, h, t, t) or None
         logits = self.head(self.final_norm(x))  # (b, t, vocab)
         return (logits, all_weights) if return_weights else logits
@@ -207,37 +266,6 @@ class TinyCausalModel(nn.Module):
         if self.positions is not None:
             x = self.positions(x, offset=offset)  # (b, t, d)
         return x
-
-    def block(
-        self,
-        i: int,
-        x: torch.Tensor,
-        return_weights: bool = False,
-        **attention_options: object,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Block ``i``: ``x + attention(norm(x))``, then, with ``mlp=True``, ``x + mlp(x)``.
-
-        Args:
-            i: the index of the block, from 0.
-            x: ``(b, t, d)`` input of the block.
-            return_weights: also return the attention weights.
-            attention_options: passed on to the attention layer's ``forward``.
-
-        Returns:
-            ``(x, weights)``: the ``(b, t, d)`` output and the ``(b, h, t, t)`` weights, or
-            ``None`` without ``return_weights``.
-        """
-        attention, norm = self.attention[i], self.attention_norms[i]
-        options = attention_options
-        weights = None
-        if return_weights:
-            out, weights = attention(norm(x), True, **options)  # (b, t, d)
-        else:
-            out = attention(norm(x), **options)  # (b, t, d)
-        x = x + out
-        if self.use_mlp:
-            x = x + self.mlps[i](x)  # (b, t, d)
-        return x, weights
 
 
 @dataclass

@@ -316,7 +316,8 @@ def logits_by_hand(model: nn.Module, tokens: torch.Tensor, layer: int, head: int
     ``out_proj``; ``"layer"`` zeroes the layer's whole output and ``"after"`` zeroes the
     head's slice of the output after ``out_proj`` (two mistakes to recognise)."""
     x = model.embed(tokens)  # (b, t, d)
-    for i, attention in enumerate(model.attention):
+    for i, block in enumerate(model.blocks):
+        attention = block.attention
         queries, keys, values = attention.project(x)  # (b, h, t, d_h) each
         context, _ = attention.attend(queries, keys, values)  # (b, h, t, d_h)
         if i == layer and how == "head":
@@ -418,7 +419,8 @@ def _sharp_model(seed: int, positions: str, sharpness: float) -> nn.Module:
     model = _small_model(seed, 1, 2, positions)
     with torch.no_grad():
         model.head.weight *= 20
-        for attention in model.attention:
+        for block in model.blocks:
+            attention = block.attention
             attention.W_query.weight *= sharpness
             attention.W_key.weight *= sharpness
     return model
