@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 from attention_from_scratch import (
+    Block,
+    MultiHeadAttention,
     TinyCausalModel,
     evaluate,
     induction_scores,
@@ -95,6 +98,40 @@ def test_positions_make_a_shuffled_prefix_visible() -> None:
     with torch.no_grad():
         assert torch.allclose(blind(tokens)[0, -1], blind(shuffled)[0, -1], atol=1e-6)
         assert not torch.allclose(seeing(tokens)[0, -1], seeing(shuffled)[0, -1], atol=1e-4)
+
+
+def test_a_block_adds_its_attention_and_its_perceptron_to_the_input() -> None:
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(8, 8, 6, 0.0, num_heads=2)
+    x = torch.randn(2, 6, 8)
+    plain = Block(attention)
+    out, weights = plain(x)
+    torch.testing.assert_close(out, x + attention(x))
+    assert weights is None
+    out, weights = plain(x, return_weights=True)
+    expected, expected_weights = attention(x, return_weights=True)
+    torch.testing.assert_close(out, x + expected)
+    torch.testing.assert_close(weights, expected_weights)
+    full = Block(attention, mlp=True, layer_norm=True)
+    assert isinstance(full.attention_norm, nn.LayerNorm) and full.mlp is not None
+    out, _ = full(x)
+    after_attention = x + attention(full.attention_norm(x))
+    torch.testing.assert_close(out, after_attention + full.mlp(after_attention))
+    with pytest.raises(TypeError, match=r"^attention: expected a torch\.nn\.Module"):
+        Block("attention")  # type: ignore[arg-type]
+
+
+def test_the_model_is_its_blocks_in_order() -> None:
+    torch.manual_seed(0)
+    model = TinyCausalModel(10, 8, 6, num_layers=3, num_heads=2, mlp=True, layer_norm=True)
+    tokens = torch.randint(10, (2, 6))
+    logits, weights = model(tokens, return_weights=True)
+    x = model.embed(tokens)
+    for block in model.blocks:
+        x, _ = block(x)
+    torch.testing.assert_close(logits, model.head(model.final_norm(x)))
+    assert [w.shape for w in weights] == [(2, 2, 6, 6)] * 3
+    assert len(model.blocks) == 3 and all(isinstance(b, Block) for b in model.blocks)
 
 
 def test_short_training_beats_chance_clearly_on_held_out_data() -> None:
