@@ -11,7 +11,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_from_scratch import MultiHeadAttention, merge_heads
-from attention_from_scratch.exercises import Exercise, ShortcutTaken, refusing, run_checks
+from attention_from_scratch.exercises import (
+    Exercise,
+    ShortcutTaken,
+    call_refusing,
+    refusing,
+    run_checks,
+)
 
 SOFTMAXES = (torch.softmax, torch.Tensor.softmax, F.softmax)
 
@@ -186,3 +192,61 @@ def test_torch_functions_switched_off_before_the_check_fail_it() -> None:
             torch.softmax(torch.ones(2), -1)
     finally:
         switch.__exit__(None, None, None)
+
+
+# ------------------------------------------------- call_refusing: how every check calls an answer
+
+
+class Later(torch.Tensor):
+    """A tensor subclass: it could compute its values when the check reads them."""
+
+
+class AnyInt(int):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = int.__hash__
+
+
+def test_call_refusing_returns_a_plain_answer_and_refuses_a_shortcut() -> None:
+    x = torch.randn(2, 3)
+    assert torch.equal(call_refusing(by_hand, x, shortcuts=SOFTMAXES, write="softmax"), by_hand(x))
+    assert call_refusing(lambda: (1, [2]), write="x") == (1, [2])
+    with pytest.raises(ShortcutTaken, match=r"torch\.softmax"):
+        call_refusing(lambda s: torch.softmax(s, -1), x, shortcuts=SOFTMAXES, write="softmax")
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (lambda: torch.zeros(2).as_subclass(Later), "subclass Later"),
+        (lambda: (torch.zeros(2), torch.zeros(2).as_subclass(Later)), "subclass Later"),
+        (lambda: AnyInt(0), "subclass AnyInt"),
+        (lambda: [AnyInt(0)], "subclass AnyInt"),
+        (lambda: type("Anything", (list,), {})(), "subclass Anything"),
+        (3, "must be a function"),
+    ],
+)
+def test_call_refusing_fails_an_answer_that_is_not_plain(answer, reason: str) -> None:
+    with pytest.raises(AssertionError, match=reason):
+        call_refusing(answer, write="x")
+
+
+def test_call_refusing_fails_when_a_torch_mode_is_on_before_or_after() -> None:
+    class Mode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Mode(), pytest.raises(AssertionError, match="switched on in the notebook"):
+        call_refusing(lambda: 1, write="x")
+    left = Mode()
+
+    def leaves_a_mode_on() -> int:
+        left.__enter__()
+        return 1
+
+    try:
+        with pytest.raises(AssertionError, match="left a torch mode switched on"):
+            call_refusing(leaves_a_mode_on, write="x")
+    finally:
+        left.__exit__(None, None, None)

@@ -26,7 +26,7 @@ from ._registry import (
     load_check_file,
     load_hidden,
 )
-from ._shortcuts import ShortcutTaken, refusing
+from ._shortcuts import ShortcutTaken, call_refusing, refusing
 from .report import CheckResult, ExerciseResult
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "all_exercises",
     "answer_module",
     "answer_tensor",
+    "call_refusing",
     "chapter_of",
     "check",
     "format_result",

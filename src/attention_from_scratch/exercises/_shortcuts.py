@@ -296,3 +296,56 @@ def refusing(
         raise ShortcutTaken(_message(write, refusals.first))
     if not hooked:
         raise ShortcutTaken(_message(write, "something that removed the check's hooks"))
+
+
+def call_refusing(
+    answer: Callable[..., Any],
+    *args: Any,
+    shortcuts: Iterable[Callable[..., Any] | type] = (),
+    write: str,
+    named: Iterable[str] = (),
+) -> Any:
+    """Call a learner's answer inside :func:`refusing` and return what it returned, checked
+    to be plain: the one way every chapter's checks call an answer.
+
+    No torch mode that could change what the check computes may be on, before the call or
+    after it. A tensor subclass could compute its values later, outside the refusal, and an
+    int, list or tuple subclass could compare equal to anything, so the result (and each
+    item of a list or tuple result) must be of the plain type.
+
+    Introduced in chapter 1.
+
+    Args:
+        answer: the learner's function.
+        args: what to call it with.
+        shortcuts: what the answer may not call (see :func:`refusing`).
+        write: what the exercise asks the learner to write, for the message.
+        named: Python functions refused by their full name (see :func:`refusing`).
+
+    Returns:
+        What the answer returned.
+
+    Raises:
+        AssertionError: the answer is not callable, a torch mode is on, or the result is
+            not plain (the check fails, with its hint).
+        ShortcutTaken: the answer called a refused function.
+    """
+    assert callable(answer), "the answer must be a function"
+    assert not torch_modes_on(), "a torch mode is switched on in the notebook; switch it off"
+    with refusing(*shortcuts, write=write, named=named):
+        got = answer(*args)
+    assert not torch_modes_on(), "the answer left a torch mode switched on; return a plain result"
+    if isinstance(got, (list, tuple)):
+        assert type(got) in (list, tuple), (
+            f"expected a list or a tuple, got the subclass {type(got).__name__}"
+        )
+    for item in (got, *(got if isinstance(got, (list, tuple)) else ())):
+        if isinstance(item, torch.Tensor):
+            assert type(item) is torch.Tensor, (
+                f"expected a plain torch.Tensor, got the subclass {type(item).__name__}"
+            )
+        elif isinstance(item, int):
+            assert type(item) in (int, bool), (
+                f"expected a plain int, got the subclass {type(item).__name__}"
+            )
+    return got

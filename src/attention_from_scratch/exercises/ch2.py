@@ -17,7 +17,7 @@ from torch import nn
 
 from ..trainable import SelfAttentionV1, SelfAttentionV2
 from ._core import Exercise, answer_tensor
-from ._shortcuts import later_attention, refusing, torch_modes_on
+from ._shortcuts import call_refusing, later_attention
 
 
 def _aten(*names: str) -> tuple[Any, ...]:
@@ -51,24 +51,11 @@ def _answer(
     write: str,
     named: tuple[str, ...] = (),
 ) -> Any:
-    """Call a learner's function with ``refused`` (and ``named``) refused, and return what
-    it returned, checked to be plain: a tensor subclass could compute its values later,
-    outside the refusal, and an int subclass could compare equal to anything. No torch mode
-    that could change what the check computes may be on, before or after. The check
-    computes its own expectation only after this returns, so the answer cannot read it from
-    the check's frame."""
-    assert callable(function), "the answer must be a function"
-    assert not torch_modes_on(), "a torch mode is switched on in the notebook; switch it off"
-    with refusing(*refused, write=write, named=named):
-        got = function(*args)
-    assert not torch_modes_on(), "the answer left a torch mode switched on; return a plain result"
-    items = got if type(got) in (tuple, list) else (got,)
-    for item in items:
-        if isinstance(item, (torch.Tensor, int)):
-            assert type(item) in (torch.Tensor, int, bool), (
-                f"expected a plain torch.Tensor or int, got the subclass {type(item).__name__}"
-            )
-    return got
+    """Call a learner's function with ``refused`` (and ``named``) refused and return what it
+    returned, checked to be plain (``call_refusing``). The check computes its own
+    expectation only after this returns, so the answer cannot read it from the check's
+    frame."""
+    return call_refusing(function, *args, shortcuts=refused, write=write, named=named)
 
 
 def _draw(generator: torch.Generator, *shape: int) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch
 
 from ..layout import describe_layout
 from ._core import Exercise
-from ._shortcuts import ShortcutTaken, refusing
+from ._shortcuts import ShortcutTaken, call_refusing
 
 # Strides from this size on fit in no tensor or array: torch and NumPy store them in 64 bits.
 HUGE = 1 << 64
@@ -161,15 +161,16 @@ def _call(
     write: str,
 ) -> Any:
     """Call the answer on copies of the arguments, with the shortcuts and the check's own
-    references refused. A layout too large for a tensor that makes the answer raise is
+    references refused, and return its plain result (``call_refusing``). A layout too large for a tensor that makes the answer raise is
     explained: the answer built a tensor or an array where it should have computed."""
     module = globals()
     references = tuple(module[name] for name in REFERENCES)
     named = tuple(f"{PACKAGE_MODULE}.{name}" for name in REFERENCES)
     copies = tuple(list(a) if isinstance(a, list) else a for a in arguments)
     try:
-        with refusing(*shortcuts, *references, write=write, named=named):
-            return function(*copies)
+        return call_refusing(
+            function, *copies, shortcuts=(*shortcuts, *references), write=write, named=named
+        )
     except ShortcutTaken:
         raise
     except (OverflowError, ValueError, TypeError, RuntimeError) as error:

@@ -30,7 +30,7 @@ from ..positions import (
 from ..tasks import IGNORE_INDEX
 from ..training import TinyCausalModel
 from ._core import Exercise
-from ._shortcuts import refusing, torch_modes_on
+from ._shortcuts import call_refusing
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -44,11 +44,7 @@ def _answer(
     refused, and no torch mode on before or after: a mode or a tensor subclass could answer
     the check's comparisons."""
     assert callable(function), f"`{what}` must be a function"
-    assert not torch_modes_on(), "a torch mode is switched on in the notebook; switch it off"
-    with refusing(*_references(), *refused, write=write):
-        got = function(*args)
-    assert not torch_modes_on(), "the answer left a torch mode switched on; return a plain result"
-    return got
+    return call_refusing(function, *args, shortcuts=(*_references(), *refused), write=write)
 
 
 def _as_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
