@@ -288,7 +288,7 @@ def test_self_refuses_the_package() -> None:
 
 def later_attention_weights(x: torch.Tensor) -> torch.Tensor:
     """Chapter 7's tiled attention as a weight matrix: identity values, padded to t columns."""
-    from attention_from_scratch.scale import tiled_attention
+    from attention_from_scratch.tiled import tiled_attention
 
     t, d = x.shape
     width = max(t, d)
@@ -357,7 +357,7 @@ def test_temperature_refuses_private_aten_and_attention_softmaxes() -> None:
     aten = torch.ops.aten
 
     def tiled(s, t):  # chapter 7's online softmax, with identity keys and values
-        from attention_from_scratch.scale import tiled_attention
+        from attention_from_scratch.tiled import tiled_attention
 
         n = s.shape[-1]
         q = (s / t).reshape(1, 1, -1, n) * n**0.5

@@ -391,7 +391,7 @@ def test_qkv_parameter_count_refuses_any_module_and_odd_ints() -> None:
 
 def test_context_vector_refuses_later_attention_and_the_checks_frame() -> None:
     from attention_from_scratch.causal import CausalAttention, CrossAttention
-    from attention_from_scratch.scale import tiled_attention
+    from attention_from_scratch.tiled import tiled_attention
 
     def by_cross_attention(x, W_query, W_key, W_value, i):
         d_in, d_out = W_query.shape

@@ -7,8 +7,12 @@ outputs and gradients; misuse raises a clear error; the memory claims are measur
 
 from __future__ import annotations
 
+import builtins
 import copy
+import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -746,9 +750,9 @@ def test_measure_peak_memory_counts_views_of_earlier_tensors_as_nothing() -> Non
 def test_measure_peak_memory_says_what_is_missing_if_torch_moves_its_dispatch_mode(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from attention_from_scratch import scale
+    from attention_from_scratch import memory
 
-    monkeypatch.setattr(scale, "_TorchDispatchMode", object)
+    monkeypatch.setattr(memory, "TorchDispatchMode", object)
     with pytest.raises(RuntimeError, match=r"TorchDispatchMode .* measure on CUDA"):
         afs.measure_peak_memory(lambda: torch.zeros(10))
 
@@ -833,8 +837,14 @@ def test_cached_model_is_chapter_6_model_with_the_same_weights_and_logits() -> N
     torch.manual_seed(5)
     cached = afs.CachedCausalModel(11, 16, 12, num_layers=2, num_heads=2, mlp=True).eval()
     assert isinstance(cached, afs.TinyCausalModel)
-    assert all(isinstance(layer, afs.CachedAttention) for layer in cached.attention)
-    assert not any(isinstance(layer, afs.CachedAttention) for layer in plain.attention)
+    assert all(
+        isinstance(layer, afs.CachedAttention)
+        for layer in (block.attention for block in cached.blocks)
+    )
+    assert not any(
+        isinstance(layer, afs.CachedAttention)
+        for layer in (block.attention for block in plain.blocks)
+    )
     for (name, value), (other, expected) in zip(
         cached.state_dict().items(), plain.state_dict().items(), strict=True
     ):
@@ -966,7 +976,7 @@ def test_generate_names_bad_arguments(call, error, match: str) -> None:
 
 
 @pytest.mark.parametrize("num_kv_heads", [4, 2], ids=["cached", "grouped"])
-def test_attend_called_directly_aligns_new_queries_with_the_newest_keys(
+def test_new_queries_after_cached_keys_see_the_keys_up_to_their_own_position(
     num_kv_heads: int,
 ) -> None:
     # Three new queries after four cached keys: query i sits at position 4 + i, on both paths
@@ -975,83 +985,101 @@ def test_attend_called_directly_aligns_new_queries_with_the_newest_keys(
     module = afs.GroupedQueryAttention(8, 8, 8, 0.0, 4, num_kv_heads)
     q = torch.randn(1, 4, 3, 2)
     k, v = torch.randn(2, 1, num_kv_heads, 7, 2).unbind(0)
-    explicit, weights = module.attend(q, k, v)
+    hidden, empty = module.hidden_keys(4, 3)
+    assert empty is None
+    explicit, weights = module.attend(q, k, v, hidden)
     assert weights is not None
     future = torch.ones(3, 7, dtype=torch.bool).triu(5)  # query i sees keys 0 .. 4 + i
     assert torch.equal(weights == 0, future.expand_as(weights))
     module.fused = True
-    fused, _ = module.attend(q, k, v)
+    fused, _ = module.attend(q, k, v, module.hidden_keys(4, 3)[0])
     torch.testing.assert_close(fused, explicit, **TOL)
 
 
-# What chapter 7's text says about the code it displays: each phrase names a line its
-# walkthrough quotes, so a change of the package that removes the line fails here, not
-# silently in the page.
-WALKED_THROUGH = [
-    (
-        afs.CachedAttention,
-        [
-            "class CachedAttention(MultiHeadAttention):",
-            "self._cached_tokens(kv_cache, t)",
-            "s = past + t",
-            "_check_padding_mask(key_padding_mask, b, s",
-            "kv_cache.append(keys, values)",
-            "hidden, empty = None, None",
-            "self.mask[past:s, :s]",
-            "padded = key_padding_mask[:, None, None, :]",
-            "hidden = future | padded",
-            "empty = hidden.all(dim=-1",
-            "hidden = hidden & ~empty",
-            "out.masked_fill(empty",
-            "weights.masked_fill(empty",
-            "if hidden is None and t == s and not grouped:",
-            "return super().attend(queries, keys, values)",
-            "if hidden is None and (not self.fused or 1 < t < s):",
-            "self.mask[s - t : s, :s]",
-            "is_causal=hidden is None and t > 1",
-            "heads = (b, t, -1, self.head_dim)",
-            "self.W_query(x).view(heads)",
-            "self.W_key(x).view(heads)",
-            "self.W_value(x).view(heads)",
-            "past = kv_cache.length",
-            "if past + t > self.context_length:",
-        ],
-    ),
-    (
-        afs.CachedCausalModel,
-        [
-            "class CachedCausalModel(TinyCausalModel):",
-            "attention_class = CachedAttention",
-            "return super().forward(tokens, return_weights)",
-            "past = self._cached_tokens(kv_caches, tokens.shape[1])",
-            "self.embed(tokens, offset=past)",
-            "kv_cache=cache)",
-            "if len(set(lengths)) != 1:",
-            "if lengths[0] + t > self.context_length:",
-        ],
-    ),
-    (
-        afs.generate,
-        [
-            "@torch.no_grad()",
-            "not isinstance(model, CachedCausalModel)",
-            "prompt.shape[1] + new_tokens - 1",
-            "model.eval()",
-            "finally:",
-            "model.train(was_training)",
-            "[KVCache() for _ in model.attention] if use_cache else None",
-            "kv_caches=caches)[:, -1]",
-            "logits.argmax(dim=-1",
-            "torch.cat([tokens, next_token], dim=1)",
-            "step_input = next_token if use_cache else tokens",
-        ],
-    ),
-]
+# What chapter 7 says about the code it shows, read from the page itself: every name a
+# walkthrough quotes in backticks (`hidden_keys`, `super().attend`) is something the shown
+# source uses or defines, or a name the reader knows from elsewhere (Python, torch, the
+# package, the page's own code); every expression it quotes from the code (`s = past + t`,
+# `self.mask[past:s, :s]`, `hidden & ~empty`) is in the shown source. So a change of the
+# package that removes a line the page walks through fails here.
+PAGE = Path(__file__).resolve().parents[1] / "book" / "07_attention_at_scale.ipynb"
+KNOWN_ELSEWHERE = (builtins, torch, torch.nn, F, afs)
+
+
+def walkthroughs() -> list[tuple[object, str, set[str]]]:
+    """Each object the page shows, the markdown cell after it (up to a heading), and the
+    names the page's own code cells define."""
+    cells = json.loads(PAGE.read_text(encoding="utf-8"))["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    pattern = re.compile(r"^\s*(?:def|class) (\w+)|^\s*(\w+) =", re.MULTILINE)
+    defined = {name for pair in pattern.findall(code) for name in pair if name}
+    found = []
+    for index, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        shown = re.fullmatch(r"show_source\((\w+), docstrings=False\)\s*", source)
+        if cell["cell_type"] != "code" or shown is None:
+            continue
+        after = cells[index + 1]
+        text = "".join(after["source"]) if after["cell_type"] == "markdown" else ""
+        found.append((getattr(afs, shown.group(1)), text.split("\n#")[0], defined))
+    return found
+
+
+def unexplained(shown: object, text: str, defined: set[str]) -> list[str]:
+    """The spans quoted in ``text`` that neither the shown source nor anything else explains."""
+    source = afs.show_source(shown, docstrings=False).code
+    compact = re.sub(r"\s", "", source)
+    missing = []
+    for span in re.findall(r"(?<![}`])`([^`\n]+)`", text):  # not {cite}`key`
+        call = re.fullmatch(r"(?:super\(\)\.)?([A-Za-z_]\w*)(?:\(.*\))?", span)
+        if call is not None:
+            name = call.group(1)
+            if not (
+                re.search(rf"\b{name}\b", source)
+                or hasattr(shown, name)
+                or name in defined
+                or any(hasattr(module, name) for module in KNOWN_ELSEWHERE)
+            ):
+                missing.append(span)
+        elif re.search(r"self\.|\[| = | & | \| ", span):
+            # An expression of the code; "..." stands for what the page leaves out.
+            parts = re.sub(r"\s", "", span).split("...")
+            if not re.search(".*?".join(map(re.escape, parts)), compact):
+                missing.append(span)
+    return missing
+
+
+WALKTHROUGHS = walkthroughs()
+
+
+def test_chapter_7_walks_through_everything_it_shows() -> None:
+    assert [obj.__name__ for obj, _, _ in WALKTHROUGHS] == [  # type: ignore[attr-defined]
+        "KVCache",
+        "CachedAttention",
+        "CachedCausalModel",
+        "generate",
+        "tiled_attention",
+        "TiledAttention",
+        "GroupedQueryAttention",
+    ]
+    assert all(text.strip() for _, text, _ in WALKTHROUGHS)
 
 
 @pytest.mark.parametrize(
-    ("obj", "phrases"), WALKED_THROUGH, ids=[obj.__name__ for obj, _ in WALKED_THROUGH]
+    ("shown", "text", "defined"),
+    WALKTHROUGHS,
+    ids=[obj.__name__ for obj, _, _ in WALKTHROUGHS],  # type: ignore[attr-defined]
 )
-def test_the_lines_chapter_7_walks_through_are_there(obj: object, phrases: list[str]) -> None:
-    code = str(afs.show_source(obj, docstrings=False))
-    assert [phrase for phrase in phrases if phrase not in code] == []
+def test_every_span_a_walkthrough_quotes_is_in_the_code_it_walks_through(
+    shown: object, text: str, defined: set[str]
+) -> None:
+    assert unexplained(shown, text, defined) == []
+
+
+def test_a_walkthrough_quoting_what_the_code_lacks_fails() -> None:
+    text = "`forward` calls `_check_padding_mask(mask)`; `hidden = None`; `self.mask[:t]`."
+    assert unexplained(afs.CachedAttention, text, set()) == [
+        "_check_padding_mask(mask)",
+        "hidden = None",
+        "self.mask[:t]",
+    ]

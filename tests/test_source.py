@@ -59,7 +59,7 @@ def test_a_decorated_function_shows_its_own_file() -> None:
     # generate is wrapped by @torch.no_grad(), whose wrapper lives in torch's files.
     shown = show_source(generate)
     assert str(shown).startswith("@torch.no_grad()\ndef generate(")
-    assert shown.where.startswith("attention_from_scratch/scale.py, lines ")
+    assert shown.where.startswith("attention_from_scratch/generation.py, lines ")
 
 
 def test_fence_outlasts_backticks_in_the_code() -> None:

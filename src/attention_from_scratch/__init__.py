@@ -15,7 +15,12 @@ module                    chapter
 ``tasks``                 6. Two synthetic tasks that need attention
 ``training``              6. A tiny causal model and its training loop
 ``probes``                6. Scores of trained heads: previous-token and induction
-``scale``                 7. Attention at scale: padding, KV cache, tiling, shared heads
+``kv_cache``              7. The KV cache: the keys and values kept while decoding
+``cached``                7. Attention with a padding mask and a KV cache
+``generation``            7. A model that decodes with one cache per layer; ``generate``
+``tiled``                 7. Tiled attention: the online softmax, FlashAttention's backward
+``memory``                7. The peak memory of a computation, on the CPU as on CUDA
+``grouped``               7. Grouped-query attention: query heads sharing key/value heads
 ``plotting``              figures for every chapter (imports matplotlib on first use)
 ``source``                the package's own source, shown in the chapters
 ========================  ==========================================================
@@ -30,9 +35,14 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from .cached import CachedAttention
 from .causal import CausalAttention, CrossAttention, attention, causal_mask
 from .device import pick_device
+from .generation import CachedCausalModel, generate
+from .grouped import GroupedQueryAttention
+from .kv_cache import KVCache
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
+from .memory import measure_peak_memory
 from .multihead import (
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
@@ -47,16 +57,6 @@ from .positions import (
     sinusoidal_positions,
 )
 from .probes import induction_scores, previous_token_scores
-from .scale import (
-    CachedAttention,
-    CachedCausalModel,
-    GroupedQueryAttention,
-    KVCache,
-    TiledAttention,
-    generate,
-    measure_peak_memory,
-    tiled_attention,
-)
 from .simplified import (
     simplified_attention,
     simplified_attention_loop,
@@ -65,6 +65,7 @@ from .simplified import (
 )
 from .source import SourceCode, show_source
 from .tasks import induction_task, k_back_task
+from .tiled import TiledAttention, tiled_attention
 from .toy import TOY_TOKENS, toy_sentence
 from .trainable import SelfAttentionV1, SelfAttentionV2
 from .training import Block, TinyCausalModel, TrainingHistory, evaluate, train

@@ -311,3 +311,29 @@ def check_device(name: str, value: object) -> torch.device | None:
             f"{name}: expected a device such as 'cpu', 'cuda', 'cuda:0' or 'mps', got {value!r}; "
             f"pick_device() returns the best one available"
         ) from error
+
+
+def check_padding_mask(mask: object, b: int, s: int, device: torch.device) -> torch.Tensor:
+    """Return ``mask`` if it is a ``(b, s)`` bool tensor on ``device``: a key padding mask,
+    ``True`` at padded keys (chapter 7)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(
+            f"key_padding_mask: expected a bool tensor of shape (b, s) = "
+            f"({b}, {s}), got {type(mask).__name__}"
+        )
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"key_padding_mask: expected a bool tensor (True = padding), got "
+            f"{mask.dtype}; build it with a comparison, e.g. token_ids == pad_id"
+        )
+    if tuple(mask.shape) != (b, s):
+        raise ValueError(
+            f"key_padding_mask: expected shape (b, s) = ({b}, {s}), one flag "
+            f"per key (cached and new), got {tuple(mask.shape)}"
+        )
+    if mask.device != device:
+        raise ValueError(
+            f"key_padding_mask: expected a tensor on the input's device "
+            f"{device}, got {mask.device}; move it with .to(device)"
+        )
+    return mask

@@ -54,11 +54,11 @@ PACKAGE_ATTENTION = {
     "multihead.MultiHeadAttention.attend": 4,
     "multihead.WideMultiHeadAttention.forward": 4,
     "training.TinyCausalModel.forward": 6,
-    "scale.CachedAttention.forward": 7,
-    "scale.CachedAttention.attend": 7,
-    "scale.GroupedQueryAttention.attend": 7,
-    "scale.tiled_attention": 7,
-    "scale.TiledAttention.forward": 7,
+    "cached.CachedAttention.forward": 7,
+    "cached.CachedAttention.attend": 7,
+    "grouped.GroupedQueryAttention.attend": 7,
+    "tiled.tiled_attention": 7,
+    "tiled.TiledAttention.forward": 7,
 }
 
 

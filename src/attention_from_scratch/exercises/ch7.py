@@ -12,6 +12,7 @@ subclass could answer the comparison itself).
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import sys
@@ -25,16 +26,12 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from .. import scale as _scale
+from ..cached import CachedAttention
+from ..grouped import GroupedQueryAttention
+from ..kv_cache import KVCache
+from ..memory import TorchDispatchMode, measure_peak_memory
 from ..multihead import MultiHeadAttention
-from ..scale import (
-    CachedAttention,
-    GroupedQueryAttention,
-    KVCache,
-    TiledAttention,
-    measure_peak_memory,
-    tiled_attention,
-)
+from ..tiled import TiledAttention, tiled_attention
 from ._core import Exercise, answer_tensor
 from ._shortcuts import ShortcutTaken
 from ._shortcuts import refusing as _refusing
@@ -320,7 +317,7 @@ _LIBRARY_CODE = tuple(
     os.path.dirname(os.path.abspath(path)) + os.sep
     for path in (
         torch.__file__,
-        _scale.__file__,
+        inspect.getfile(KVCache),  # the package's folder
         *(sysconfig.get_paths()[key] + os.sep for key in ("stdlib", "purelib", "platlib")),
     )
 )
@@ -701,7 +698,7 @@ class _BroadcastProducts(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class _KeyCopies(_scale._TorchDispatchMode):  # type: ignore[misc, valid-type]
+class _KeyCopies(TorchDispatchMode):  # type: ignore[misc, valid-type]
     """Counts the operations an answer runs, and records every tensor that an operation
     computes or writes from the keys or values, and not from the queries, and that holds
     memory for at least ``g`` times as many numbers as its largest such input: a gathered,
