@@ -243,3 +243,107 @@ TOKENS, INPUTS = toy_sentence()
 def test_bad_input_is_refused_with_a_clear_error(call, error, words) -> None:
     with pytest.raises(error, match=re.escape(words)):
         call()
+
+
+# --- in the browser: keyboard, 390 and 1280 px, light and dark, offline, axe-core ---
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "tools" / "browser"
+BROWSER_TEST = Path(__file__).parent / "js" / "views_a_browser.mjs"
+
+
+def drive(root: Path, pages: list[str], shots: Path) -> list[dict]:
+    """Run tests/js/views_a_browser.mjs on ``pages`` (relative to ``root``)."""
+    node = shutil.which("node")
+    chromium = shutil.which(os.environ.get("CHROMIUM", "")) or shutil.which("chromium")
+    if node is None or chromium is None or not (TOOLS / "node_modules" / "axe-core").is_dir():
+        pytest.skip("needs Node, Chromium and tools/browser's packages (browser_checks.py)")
+    shots.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [node, str(BROWSER_TEST), chromium, str(root), str(TOOLS), str(shots), *pages],
+        capture_output=True,
+        text=True,
+        timeout=120 * len(pages) + 60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def check_reports(reports: list[dict], kinds: set[str]) -> None:
+    """What each view must have shown after the keys; no request out, no error, no overflow,
+    no axe-core violation in the views after the interaction."""
+    assert {(r["width"], r["mode"]) for r in reports} >= {(390, "light"), (1280, "dark")}
+    assert {v["kind"] for r in reports for v in r["views"]} == kinds
+    for report in reports:
+        where = f"{report['page']} at {report['width']} px ({report['mode']})"
+        assert not report["external"], where
+        assert not report["errors"], where
+        assert not report["violations"], (where, report["violations"])
+        for seen in report["views"]:
+            assert seen["ready"] and not seen["overflow"], where
+            first = seen["first"]
+            assert first["inside"] and first["visible"] and first["checked"] == "true", where
+            if seen["kind"] == "explorer":
+                assert first["role"] == "radio"
+                assert seen["right"]["status"].startswith(seen["rightExpected"]), where
+                assert seen["right"]["focus"]["visible"]
+                assert seen["home"].startswith('Query 0 "')
+                assert seen["slider"]["type"] == "range" and seen["slider"]["visible"]
+                assert "temperature 1.2" in seen["sliderStatus"], where
+                assert seen["mask"]["type"] == "checkbox" and seen["mask"]["visible"]
+                assert seen["maskOn"] != seen["wasOn"]
+                on = seen["maskOn"]
+                assert ("causal mask on" in seen["maskStatus"]) == on, where
+                assert seen["end"]["masked"] == 0  # the last query sees every key
+                assert seen["homeMasked"] == (seen["t"] - 1 if on else 0)
+                assert abs(seen["weightSum"] - 1) < 0.03  # the shown weights, rounded
+            else:
+                if seen["layers"] > 1:
+                    assert seen["layerStatus"].startswith(seen["layerExpected"]), where
+                assert seen["head"]["text"] == "head 0" and seen["head"]["visible"]
+                assert seen["headOff"]["focus"]["checked"] == "false"
+                assert seen["headOff"]["lines"] == seen["headOff"]["expected"], where
+                assert seen["headOn"]["lines"] == seen["headOn"]["expected"] > 0, where
+                assert "afs-token" in seen["token"]["cls"] and seen["token"]["visible"]
+                assert seen["up"]["expectedText"] in seen["up"]["status"], where
+                assert seen["up"]["lines"] == seen["up"]["expected"], where
+                assert seen["hover"]["expectedText"] in seen["hover"]["status"], where
+
+
+@pytest.mark.book
+def test_the_views_work_by_keyboard_offline_and_accessibly(tmp_path: Path) -> None:
+    """The explorer and head view in a page of their own, as the package writes them."""
+    tokens, inputs = toy_sentence()
+    torch.manual_seed(0)
+    t = 20
+    scores = torch.randn(2, 2, t, t).mul(3)  # (layers, h, t, t)
+    scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    body = (
+        attention_explorer(tokens, inputs, query=1).html()
+        + head_view(tokens, torch.randn(4, 6, 6).softmax(dim=-1)).html()
+        + head_view([f"{i} {chr(65 + i % 5)}" for i in range(t)], scores.softmax(dim=-1)).html()
+    )
+    (tmp_path / "views.html").write_text(
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>views</title></head><body><main><h1>Views</h1>{body}</main></body></html>",
+        encoding="utf-8",
+    )
+    reports = drive(tmp_path, ["views.html"], tmp_path / "shots")
+    check_reports(reports, {"explorer", "heads"})
+    assert all(len(r["views"]) == 3 for r in reports)
+
+
+@pytest.mark.book
+def test_the_books_views_work_by_keyboard_offline_and_accessibly(tmp_path: Path) -> None:
+    """Every explorer and head view of the built book (chapters 1, 3, 4 and 6)."""
+    from book_info import BUILD_HTML
+
+    assert BUILD_HTML.is_dir(), f"{BUILD_HTML} is missing: build the book with `make book` first"
+    pages = sorted(
+        path.relative_to(BUILD_HTML).as_posix()
+        for path in (BUILD_HTML / "book").glob("*.html")
+        if re.search(r'class="afs-view afs-view-(explorer|heads)"', path.read_text("utf-8"))
+    )
+    assert len(pages) >= 4, pages
+    check_reports(drive(BUILD_HTML, pages, tmp_path / "shots"), {"explorer", "heads"})

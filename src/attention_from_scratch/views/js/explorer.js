@@ -82,7 +82,7 @@
     ctx.el.appendChild(root);
 
     function bar(fraction, colour) {
-      var width = Math.max(0, Math.min(1, Math.abs(fraction))) * 8;
+      var width = Math.max(0, Math.min(1, Math.abs(fraction))) * 6;
       return el("span", { class: "afs-bar", "aria-hidden": "true",
         style: "width:" + width.toFixed(2) + "em;background:" + colour });
     }
@@ -94,7 +94,7 @@
         return el("tr", { class: off ? "afs-masked-row" : null }, [
           el("th", { scope: "row", class: "afs-left" }, [j + " " + token]),
           el("td", { class: off ? "afs-masked" : null, text: fmt(s.scores[j]) }),
-          el("td", { text: off ? "masked (0)" : fmt(s.weights[j]) }),
+          el("td", { text: off ? "0 (masked)" : fmt(s.weights[j]) }),
           el("td", { class: "afs-bar-cell" }, [bar(s.weights[j], off ? colours.mask :
             colours.query)]),
         ]);
@@ -124,8 +124,9 @@
         el("tbody", {}, contextRows),
       ]));
       say("Query " + q + ": largest weight " + fmt(s.weights[s.top]) + " on key " + s.top +
-        ' "' + data.tokens[s.top] + '"; the ' + (causal ? query + 1 : t) +
-        " weights sum to " + fmt(s.sum) + "; temperature " + fmt(temperature, 1) +
+        ' "' + data.tokens[s.top] + '"; weights sum to ' + fmt(s.sum) + " over " +
+        (causal ? query + 1 : t) + ((causal ? query + 1 : t) === 1 ? " key" : " keys") +
+        "; temperature " + fmt(temperature, 1) +
         (causal ? "; causal mask on." : "; no mask."));
     }
 

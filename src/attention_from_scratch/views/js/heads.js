@@ -174,8 +174,14 @@
       query = index;
       draw();
     });
+    // Hovering chooses too, but only when the pointer itself moves: when the keys scroll the
+    // page under a resting pointer, the browser reports a move at the same place, ignored.
+    var last = null;
     tokenButtons.forEach(function (button, i) {
-      button.addEventListener("mouseenter", function () {
+      button.addEventListener("pointermove", function (event) {
+        var here = event.clientX + "," + event.clientY;
+        if (here === last) return;
+        last = here;
         if (query !== i) chooseQuery(i, false);
       });
     });
