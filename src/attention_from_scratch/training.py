@@ -36,10 +36,6 @@ from .tasks import IGNORE_INDEX
 POSITION_KINDS = ("none", "learned", "sinusoidal", "rotary")
 
 
-# Chapter 7's module still imports the old private name; it moves to check_tokens.
-_check_tokens = check_tokens
-
-
 def _check_inputs_and_targets(inputs: object, targets: object) -> tuple[torch.Tensor, torch.Tensor]:
     inputs = check_tokens("inputs", inputs)
     targets = check_tokens("targets", targets)
