@@ -141,8 +141,8 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
     sandbox = "bwrap" if grade.sandbox_problem() is None else "none"
     rows = grade.grade_folder(folder, sandbox=sandbox, hidden_dir=ROOT / "grading" / "hidden")
     by_make_grade = {
-        Path(row["submission"]).stem: {
-            label: exercise["earned"] for label, exercise in row["exercises"].items()
+        Path(row.submission).stem: {
+            label: exercise.earned for label, exercise in row.exercises.items()
         }
         for row in rows
     }

@@ -145,10 +145,8 @@ def test_the_zip_holds_one_notebook_per_chapter(edition: Path) -> None:
 def test_the_untouched_student_edition_earns_no_points(edition: Path, tmp_path: Path) -> None:
     for path in CHAPTERS:
         (tmp_path / path.name).write_bytes((edition / path.name).read_bytes())
-    rows = {
-        row["submission"]: row for row in grade.grade_folder(tmp_path, workers=2, sandbox=SANDBOX)
-    }
+    rows = {row.submission: row for row in grade.grade_folder(tmp_path, workers=2, sandbox=SANDBOX)}
     for path in CHAPTERS:
         row = rows[path.name]
-        assert row["status"] == "ok", (path.name, row["notes"])
-        assert row["total"] == 0, path.name
+        assert row.status == "ok", (path.name, row.notes)
+        assert row.total == 0, path.name
