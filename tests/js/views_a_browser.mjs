@@ -2,7 +2,7 @@
 // 1280 px and in light and dark mode, with the network switched off, and prints one JSON
 // report per page, width and mode: what each view showed after each key, whether the focus
 // was visible, requests that tried to leave the machine, script errors, views wider than the
-// window, and axe-core's WCAG 2.1 A/AA violations inside the views after the interaction.
+// window, and axe-core's WCAG 2.1 A/AA violations inside these views after the interaction.
 //
 // Usage: node views_a_browser.mjs CHROMIUM ROOT TOOLS SHOTS PAGE.html [PAGE.html ...]
 //   TOOLS: tools/browser (its node_modules hold playwright-core and axe-core);
@@ -73,7 +73,7 @@ async function check(name, width, mode) {
   }
   await page.addScriptTag({ content: AXE });
   const axe = await page.evaluate((tags) => window.axe.run(
-    { include: [[".afs-view"]] }, { runOnly: { type: "tag", values: tags } }), WCAG);
+    { include: [[".afs-view-explorer"], [".afs-view-heads"]] }, { runOnly: { type: "tag", values: tags } }), WCAG);
   await context.close();
   return { page: name, width, mode, external, errors, views,
     violations: axe.violations.map((v) => ({ id: v.id, help: v.help,

@@ -160,7 +160,8 @@
           '" (' + fmt(s.weight) + ")";
       });
       say(names[layer] + ", query " + q + ": " + (parts.length ? parts.join("; ") :
-        "no head shown") + ". " + drawn.length + " lines drawn.");
+        "no head shown") + ". " + drawn.length + (drawn.length === 1 ? " line" : " lines") +
+        " drawn.");
     }
 
     if (names.length > 1) {
