@@ -106,8 +106,8 @@ def attention(
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))  # (..., t, s)
     weights = torch.softmax(scores, dim=-1)  # (..., t, s)
-    # Without autograd the scores are garbage now: freeing them keeps two
-    # (t, s) matrices alive at once, not three (chapter 7 measures it).
+    # Nothing reads the scores again (softmax's backward uses its output):
+    # freeing them keeps two (t, s) matrices alive, not three (chapter 7).
     del scores
     if mask is not None:
         # A row with every key hidden is 0 / 0 = NaN: zero weights instead.
