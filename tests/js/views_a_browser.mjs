@@ -32,6 +32,7 @@ try {
     for (const width of SIZES) {
       for (const mode of MODES) reports.push(await check(name, width, mode));
     }
+    reports.push(await withoutScripts(name));
   }
 } finally {
   await browser.close();
@@ -195,4 +196,21 @@ async function driveHeads(page, id, seen) {
   await page.hover(`#${id} button.afs-token >> nth=0`);
   seen.hover = { status: await status(page, id), expectedText: `query 0 "${data.tokens[0]}"` };
   seen.layers = layers;
+}
+
+// Where scripts do not run, every view shows its fallback: a table with a caption.
+async function withoutScripts(name) {
+  const context = await browser.newContext({ viewport: { width: 390, height: 900 },
+    javaScriptEnabled: false });
+  const page = await context.newPage();
+  await page.goto(pathToFileURL(resolve(join(root, name))).href, { waitUntil: "load" });
+  const found = await page.evaluate(() =>
+    [...document.querySelectorAll(".afs-view-explorer, .afs-view-heads")].map((v) => {
+      const fallback = v.querySelector(".afs-fallback");
+      return { visible: fallback.getClientRects().length > 0 && !fallback.hidden,
+        caption: (fallback.querySelector("table caption") || {}).textContent || "",
+        drawn: v.querySelector(".afs-mount").childElementCount };
+    }));
+  await context.close();
+  return { page: name, scripts: false, fallbacks: found };
 }
