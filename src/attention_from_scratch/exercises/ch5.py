@@ -161,8 +161,9 @@ def _call(
     write: str,
 ) -> Any:
     """Call the answer on copies of the arguments, with the shortcuts and the check's own
-    references refused, and return its plain result (``call_refusing``). A layout too large for a tensor that makes the answer raise is
-    explained: the answer built a tensor or an array where it should have computed."""
+    references refused, and return its plain result (``call_refusing``). A layout too large
+    for a tensor that makes the answer raise is explained: the answer built a tensor or an
+    array where it should have computed."""
     module = globals()
     references = tuple(module[name] for name in REFERENCES)
     named = tuple(f"{PACKAGE_MODULE}.{name}" for name in REFERENCES)

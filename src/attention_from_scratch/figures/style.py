@@ -22,6 +22,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 from matplotlib.text import Text
 
+# The palette, for every figure module (views read it from palette too).
+from ..palette import HEAD_COLOURS as HEAD_COLOURS
+from ..palette import ROLE_COLOURS as ROLE_COLOURS
+
 # The book's column is about 7 inches wide: a wider figure is scaled down until its labels
 # cannot be read.
 COLUMN_INCHES = 7.0
@@ -34,33 +38,10 @@ CELL_PT = FONT_PT
 # on each side, so that a 6.75-inch figure becomes an image just under the 7-inch column.
 DIAGRAM_INCHES = COLUMN_INCHES - 0.25
 
-# One colour per role in every figure of the book, from the Okabe-Ito palette, which readers
-# with any common colour-vision deficiency can tell apart.
-ROLE_COLOURS: dict[str, str] = {
-    "input": "#999999",  # grey: the inputs X
-    "query": "#0072B2",  # blue: queries Q
-    "key": "#E69F00",  # orange: keys K
-    "value": "#009E73",  # bluish green: values V
-    "output": "#56B4E9",  # sky blue: context vectors Z
-    "mask": "#D55E00",  # vermillion: what a mask or dropout removes
-    "cache": "#CC79A7",  # reddish purple: what a KV cache keeps
-}
 # Rows of a layout picture: neutral greys, neighbours far apart in lightness, black text
 # legible on each (the darkest, #808080, gives a 5:1 contrast). The course's colours are
 # kept for roles and heads.
 LAYOUT_ROW_GREYS: tuple[str, ...] = ("#E6E6E6", "#9E9E9E", "#C7C7C7", "#808080")
-# One colour per head (head i takes HEAD_COLOURS[i % 8]), the same eight colours in an order
-# that keeps neighbouring heads far apart.
-HEAD_COLOURS: tuple[str, ...] = (
-    "#0072B2",
-    "#CC79A7",
-    "#009E73",
-    "#E69F00",
-    "#56B4E9",
-    "#D55E00",
-    "#000000",
-    "#F0E442",
-)
 
 
 def token_labels(tokens: Iterable[str] | None, size: int) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .._checks import check_bool, check_positive_float, check_tensor
-from ..plotting import ROLE_COLOURS
+from ..palette import ROLE_COLOURS
 from .widget import View, check_labels, fallback_table, rounded
 
 #: The most tokens an explorer shows: one button per token must stay usable on a phone.

@@ -3,7 +3,7 @@
 ``head_view(tokens, weights)`` draws the attention weights of one or more layers the way
 bertviz's head view does: the tokens in two columns, queries on the left and keys on the
 right, and from the chosen query one line per key and head, as opaque as the weight, in the
-head's colour (``plotting.HEAD_COLOURS``). A layer chooser and head toggles pick what is
+head's colour (``palette.HEAD_COLOURS``). A layer chooser and head toggles pick what is
 drawn; ``js/heads.js`` draws it. Chapter 4 shows the heads of its multi-head example, chapter
 6 the real heads of its trained induction model.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .._checks import check_tensor
-from ..plotting import HEAD_COLOURS
+from ..palette import HEAD_COLOURS
 from .widget import View, check_labels, fallback_table, rounded
 
 #: The most tokens a head view draws: one row per token, legible on a phone.

@@ -21,13 +21,14 @@ import torch
 from torch import nn
 
 from .._checks import check_positive_int, check_tensor
+from ..palette import ROLE_COLOURS
 from .live_model import encode_floats
 from .widget import View, fallback_table
 
 #: The most tokens the stepper shows (prompt and decoded).
 MAX_TOKENS = 16
-#: The colour roles of the course (plotting.ROLE_COLOURS): keys computed, what a cache keeps.
-COLOURS = {"key": "#E69F00", "value": "#009E73", "cache": "#CC79A7"}
+#: The colour roles it draws: keys and values computed, what a cache keeps.
+COLOURS = {role: ROLE_COLOURS[role] for role in ("key", "value", "cache")}
 
 
 def _check_layer(layer: object) -> nn.Module:

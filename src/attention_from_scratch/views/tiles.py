@@ -17,12 +17,14 @@ from typing import Any
 import torch
 
 from .._checks import check_positive_int, check_tensor
+from ..palette import ROLE_COLOURS
 from .live_model import encode_floats
 from .widget import View, fallback_table
 
 #: The most keys the stepper shows.
 MAX_KEYS = 32
-COLOURS = {"key": "#E69F00", "mask": "#D55E00"}
+#: The colour roles it draws: keys, and what a mask removes.
+COLOURS = {role: ROLE_COLOURS[role] for role in ("key", "mask")}
 
 
 def tiles_data(scores: torch.Tensor, values: torch.Tensor, block_size: int) -> dict[str, Any]:
