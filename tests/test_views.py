@@ -278,6 +278,7 @@ def check_reports(reports: list[dict], kinds: set[str]) -> None:
         assert report["fallbacks"], report["page"]
         for fallback in report["fallbacks"]:
             assert fallback["visible"] and fallback["caption"] and not fallback["drawn"]
+            assert fallback["oneLine"], report["page"]
     reports = [r for r in reports if r.get("scripts") is not False]
     assert {(r["width"], r["mode"]) for r in reports} >= {(390, "light"), (1280, "dark")}
     assert {v["kind"] for r in reports for v in r["views"]} == kinds
@@ -288,6 +289,8 @@ def check_reports(reports: list[dict], kinds: set[str]) -> None:
         assert not report["violations"], (where, report["violations"])
         for seen in report["views"]:
             assert seen["ready"] and not seen["overflow"], where
+            for box in seen["scrollStops"]:  # a tab stop exactly where it scrolls
+                assert box["stop"] == box["scrolls"], (where, seen["scrollStops"])
             first = seen["first"]
             assert first["inside"] and first["visible"] and first["checked"] == "true", where
             if seen["kind"] == "explorer":
@@ -304,13 +307,18 @@ def check_reports(reports: list[dict], kinds: set[str]) -> None:
                 assert seen["end"]["masked"] == 0  # the last query sees every key
                 assert seen["homeMasked"] == (seen["t"] - 1 if on else 0)
                 assert abs(seen["weightSum"] - 1) < 0.03  # the shown weights, rounded
+                assert seen["swatches"] == ["true"], where  # on the chosen query only
+                assert seen["outputLive"] == "off", where
             else:
                 if seen["layers"] > 1:
                     assert seen["layerStatus"].startswith(seen["layerExpected"]), where
-                assert seen["head"]["text"] == "head 0" and seen["head"]["visible"]
-                assert seen["headOff"]["focus"]["checked"] == "false"
-                assert seen["headOff"]["lines"] == seen["headOff"]["expected"], where
-                assert seen["headOn"]["lines"] == seen["headOn"]["expected"] > 0, where
+                # a single head has no toggle, which could only hide everything
+                assert seen["headButtons"] == (seen["h"] if seen["h"] > 1 else 0), where
+                if seen["h"] > 1:
+                    assert seen["head"]["text"] == "head 0" and seen["head"]["visible"]
+                    assert seen["headOff"]["focus"]["checked"] == "false"
+                    assert seen["headOff"]["lines"] == seen["headOff"]["expected"], where
+                    assert seen["headOn"]["lines"] == seen["headOn"]["expected"] > 0, where
                 assert "afs-token" in seen["token"]["cls"] and seen["token"]["visible"]
                 assert seen["up"]["expectedText"] in seen["up"]["status"], where
                 assert seen["up"]["lines"] == seen["up"]["expected"], where
@@ -328,6 +336,7 @@ def test_the_views_work_by_keyboard_offline_and_accessibly(tmp_path: Path) -> No
     body = (
         attention_explorer(tokens, inputs, query=1).html()
         + head_view(tokens, torch.randn(4, 6, 6).softmax(dim=-1)).html()
+        + head_view(tokens, torch.randn(1, 6, 6).softmax(dim=-1)).html()
         + head_view([f"{i} {chr(65 + i % 5)}" for i in range(t)], scores.softmax(dim=-1)).html()
     )
     (tmp_path / "views.html").write_text(
@@ -338,7 +347,7 @@ def test_the_views_work_by_keyboard_offline_and_accessibly(tmp_path: Path) -> No
     )
     reports = drive(tmp_path, ["views.html"], tmp_path / "shots")
     check_reports(reports, {"explorer", "heads"})
-    assert all(len(r.get("views", r.get("fallbacks"))) == 3 for r in reports)
+    assert all(len(r.get("views", r.get("fallbacks"))) == 4 for r in reports)
 
 
 @pytest.mark.book

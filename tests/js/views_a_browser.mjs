@@ -153,6 +153,20 @@ async function driveExplorer(page, id, seen) {
   }, id);
   seen.t = t;
   seen.wasOn = wasOn;
+  // Only the chosen query wears the query colour; the <output> beside the slider is not a
+  // live region (the slider itself is read); a table box is a tab stop exactly when it
+  // scrolls.
+  seen.swatches = await page.evaluate((i) => [...document.querySelectorAll(
+    `#${i} .afs-mount .afs-swatch`)].map((s) => s.closest("button")?.getAttribute("aria-checked")), id);
+  seen.outputLive = await page.evaluate((i) =>
+    document.querySelector(`#${i} output`).getAttribute("aria-live"), id);
+  seen.scrollStops = await scrollStops(page, id);
+}
+
+function scrollStops(page, id) {
+  return page.evaluate((i) => [...document.querySelectorAll(`#${i} .afs-mount .afs-scroll`)]
+    .map((box) => ({ stop: box.getAttribute("tabindex") === "0",
+      scrolls: box.scrollWidth > box.clientWidth + 1 })), id);
 }
 
 async function driveHeads(page, id, seen) {
@@ -173,6 +187,15 @@ async function driveHeads(page, id, seen) {
     seen.layerExpected = data.layer_names[1];
     await page.keyboard.press("Tab");
   }
+  seen.headButtons = await page.evaluate((i) =>
+    document.querySelectorAll(`#${i} button[aria-pressed]`).length, id);
+  seen.h = h;
+  seen.layers = layers;
+  seen.scrollStops = await scrollStops(page, id);
+  if (h === 1) { // no head toggles: the first Tab from the layers reaches the tokens
+    seen.token = await focused(page, id);
+    return driveTokens(page, id, seen, data, layer, h, expectLines, lineCount);
+  }
   seen.head = await focused(page, id);
   await page.keyboard.press("Enter"); // head 0 off
   seen.headOff = { focus: await focused(page, id), lines: await lineCount(),
@@ -187,6 +210,10 @@ async function driveHeads(page, id, seen) {
     await page.keyboard.press("Tab");
   }
   seen.token = await focused(page, id);
+  return driveTokens(page, id, seen, data, layer, h, expectLines, lineCount);
+}
+
+async function driveTokens(page, id, seen, data, layer, h, expectLines, lineCount) {
   const q = (data.query - 1 + data.tokens.length) % data.tokens.length;
   await page.keyboard.press("ArrowUp");
   seen.up = { focus: await focused(page, id), status: await status(page, id),
@@ -195,7 +222,6 @@ async function driveHeads(page, id, seen) {
   // A pointer works too: hovering token 0 chooses it.
   await page.hover(`#${id} button.afs-token >> nth=0`);
   seen.hover = { status: await status(page, id), expectedText: `query 0 "${data.tokens[0]}"` };
-  seen.layers = layers;
 }
 
 // Where scripts do not run, every view shows its fallback: a table with a caption.
@@ -209,7 +235,11 @@ async function withoutScripts(name) {
       const fallback = v.querySelector(".afs-fallback");
       return { visible: fallback.getClientRects().length > 0 && !fallback.hidden,
         caption: (fallback.querySelector("table caption") || {}).textContent || "",
-        drawn: v.querySelector(".afs-mount").childElementCount };
+        drawn: v.querySelector(".afs-mount").childElementCount,
+        // every column header on one line: none breaks inside a word
+        oneLine: [...fallback.querySelectorAll("th")].every((th) =>
+          th.getClientRects().length === 0 ||
+          th.clientHeight < 2 * parseFloat(getComputedStyle(th).lineHeight)) };
     }));
   await context.close();
   return { page: name, scripts: false, fallbacks: found };

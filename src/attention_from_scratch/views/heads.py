@@ -3,9 +3,10 @@
 ``head_view(tokens, weights)`` draws the attention weights of one or more layers the way
 bertviz's head view does: the tokens in two columns, queries on the left and keys on the
 right, and from the chosen query one line per key and head, as opaque as the weight, in the
-head's colour (``palette.HEAD_COLOURS``). A layer chooser and head toggles pick what is
-drawn; ``js/heads.js`` draws it. Chapter 4 shows the heads of its multi-head example, chapter
-6 the real heads of its trained induction model.
+head's colour (``palette.HEAD_COLOURS``). A layer chooser and head toggles (each shown
+only where there are two or more) pick what is drawn; ``js/heads.js`` draws it. Chapter 4
+shows the heads of its multi-head example, chapter 6 the real heads of its trained
+induction model.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def head_view(
 
     A cell that ends in it shows the tokens in two columns and, from the query the reader
     picks (hover, click, tap or the arrow keys), one line per key and head, in the head's
-    colour and as opaque as its weight; buttons choose the layer and switch heads on and off.
+    colour and as opaque as its weight; buttons choose the layer (where there are several)
+    and switch heads on and off (where there are several).
     Where scripts do not run, a table gives each head's largest weight for every query.
 
     Args:

@@ -76,6 +76,28 @@
     };
   }
 
+  // A box whose table may be wider than the page: a keyboard user scrolls it once it has
+  // the focus, so it is a named tab stop (role region) exactly while it overflows, not
+  // before. Returns sync(), to call after the box's content changes; a resize calls it too.
+  function scrollStop(box, label) {
+    function sync() {
+      var scrolls = box.scrollWidth > box.clientWidth + 1;
+      if (scrolls === (box.getAttribute("tabindex") === "0")) return;
+      if (scrolls) {
+        box.setAttribute("tabindex", "0");
+        box.setAttribute("role", "region");
+        box.setAttribute("aria-label", label);
+      } else {
+        ["tabindex", "role", "aria-label"].forEach(function (name) {
+          box.removeAttribute(name);
+        });
+      }
+    }
+    if (typeof ResizeObserver === "function") new ResizeObserver(sync).observe(box);
+    else if (typeof window !== "undefined") window.addEventListener("resize", sync);
+    return sync;
+  }
+
   // A group of buttons of which one is chosen (role radiogroup): one tab stop, the arrow keys
   // move and choose, Home and End jump, a click or tap chooses. onChoose(index) is called
   // with the new index; the returned function chooses from code.
@@ -133,6 +155,7 @@
     el: el,
     liveRegion: liveRegion,
     chooser: chooser,
+    scrollStop: scrollStop,
     boot: boot,
     uid: uid,
   };

@@ -47,24 +47,28 @@
       "Choose a query token (click, tap, or the arrow keys once one has the focus); " +
       "the temperature slider divides the scores before the softmax." }));
 
+    // One group with one name (its legend) and one description, read once on entering it
+    // rather than on every arrow key; only the chosen query wears the query colour.
     var tokenButtons = data.tokens.map(function (token, i) {
-      return el("button", { type: "button", "aria-describedby": id + "-help" },
-        [el("span", { class: "afs-swatch", style: "background:" + colours.query,
-          "aria-hidden": "true" }), i + " " + token]);
+      return el("button", { type: "button" }, [i + " " + token]);
     });
-    var queryGroup = el("fieldset", {}, [el("legend", { text: "Query token" }),
-      el("div", { class: "afs-row", role: "radiogroup", "aria-label": "Query token" },
-        tokenButtons)]);
-    root.appendChild(queryGroup);
+    var querySwatch = el("span", { class: "afs-swatch", style: "background:" + colours.query,
+      "aria-hidden": "true" });
+    root.appendChild(el("fieldset", { role: "radiogroup", "aria-describedby": id + "-help" },
+      [el("legend", { text: "Query token" }), el("div", { class: "afs-row" }, tokenButtons)]));
 
     var slider = el("input", { type: "range", id: id + "-temp", min: "0.1", max: "5",
       step: "0.1", value: String(temperature) });
-    var sliderValue = el("output", { for: id + "-temp", text: fmt(temperature, 1) });
+    // The slider's own value is what a screen reader reads; the <output> (a live region by
+    // default) would say it a second time.
+    var sliderValue = el("output", { for: id + "-temp", "aria-live": "off",
+      text: fmt(temperature, 1) });
     var mask = el("input", { type: "checkbox", id: id + "-mask" });
     mask.checked = Boolean(causal);
     root.appendChild(el("fieldset", {}, [el("legend", { text: "Softmax" }),
       el("div", { class: "afs-row" }, [
-        el("label", { for: id + "-temp" }, [el("span", { text: "Temperature \u03c4" }), slider, sliderValue]),
+        el("label", { for: id + "-temp", class: "afs-slider" },
+          [el("span", { text: "Temperature \u03c4" }), slider, sliderValue]),
         el("label", { for: id + "-mask" }, [mask, "Causal mask"]),
       ]),
       el("p", { class: "afs-note", text: sym.weight + " = softmax(" + sym.score +
@@ -73,18 +77,27 @@
     ]));
 
     var say = common.liveRegion(root);
-    var weightsBox = el("div", { class: "afs-scroll", tabindex: "0", role: "region",
-      "aria-label": "Scores and weights" });
-    var contextBox = el("div", { class: "afs-scroll", tabindex: "0", role: "region",
-      "aria-label": "Context vector" });
+    var weightsBox = el("div", { class: "afs-scroll" });
+    var contextBox = el("div", { class: "afs-scroll" });
+    var syncWeights = common.scrollStop(weightsBox, "Scores and weights");
+    var syncContext = common.scrollStop(contextBox, "Context vector");
     root.appendChild(weightsBox);
     root.appendChild(contextBox);
     ctx.el.appendChild(root);
 
+    // The context bars share one scale for every query, temperature and mask: a context
+    // vector is a weighted average of the value rows, so no |z_k| exceeds the largest |v|.
+    var largestValue = Math.max.apply(null, data.values.map(function (row) {
+      return Math.max.apply(null, row.map(Math.abs));
+    })) || 1;
+
+    // A bar in a track as wide as its cell, so that lengths compare down a column. Weights
+    // have no role colour (book/notation.md): their bars take the text colour.
     function bar(fraction, colour) {
-      var width = Math.max(0, Math.min(1, Math.abs(fraction))) * 6;
-      return el("span", { class: "afs-bar", "aria-hidden": "true",
-        style: "width:" + width.toFixed(2) + "em;background:" + colour });
+      var width = Math.max(0, Math.min(1, Math.abs(fraction))) * 100;
+      return el("span", { class: "afs-track", "aria-hidden": "true" }, [
+        el("span", { class: "afs-fill", style: "width:" + width.toFixed(1) + "%" +
+          (colour ? ";background:" + colour : "") })]);
     }
 
     function draw() {
@@ -95,8 +108,7 @@
           el("th", { scope: "row", class: "afs-left" }, [j + " " + token]),
           el("td", { class: off ? "afs-masked" : null, text: fmt(s.scores[j]) }),
           el("td", { text: off ? "0 (masked)" : fmt(s.weights[j]) }),
-          el("td", { class: "afs-bar-cell" }, [bar(s.weights[j], off ? colours.mask :
-            colours.query)]),
+          el("td", { class: "afs-track-cell" }, [bar(s.weights[j], null)]),
         ]);
       });
       var q = query + ' "' + data.tokens[query] + '"';
@@ -109,25 +121,29 @@
           el("th", { scope: "col", class: "afs-left", text: "weight bar" })])]),
         el("tbody", {}, rows),
       ]));
-      var largest = Math.max.apply(null, s.context.map(Math.abs)) || 1;
       var contextRows = s.context.map(function (value, k) {
         return el("tr", {}, [el("th", { scope: "row", class: "afs-left", text: String(k) }),
           el("td", { text: fmt(value) }),
-          el("td", { class: "afs-bar-cell" }, [bar(value / largest, colours.output)])]);
+          el("td", { class: "afs-track-cell" }, [bar(value / largestValue, colours.output)])]);
       });
       contextBox.replaceChildren(el("table", {}, [
         el("caption", { text: "Context vector " + sym.context + " of query " + query +
-          " = \u03a3 " + sym.weight + " \u00b7 " + sym.value }),
+          " = \u03a3 " + sym.weight + " \u00b7 " + sym.value + "; a full bar is " +
+          fmt(largestValue) + ", the largest |" + sym.value + "|, for every query" }),
         el("thead", {}, [el("tr", {}, [el("th", { scope: "col", class: "afs-left",
           text: "component" }), el("th", { scope: "col", text: "value" }),
           el("th", { scope: "col", class: "afs-left", text: "bar" })])]),
         el("tbody", {}, contextRows),
       ]));
+      var seen = causal ? query + 1 : t;
+      querySwatch.remove();
+      tokenButtons[query].insertBefore(querySwatch, tokenButtons[query].firstChild);
+      syncWeights();
+      syncContext();
       say("Query " + q + ": largest weight " + fmt(s.weights[s.top]) + " on key " + s.top +
-        ' "' + data.tokens[s.top] + '"; weights sum to ' + fmt(s.sum) + " over " +
-        (causal ? query + 1 : t) + ((causal ? query + 1 : t) === 1 ? " key" : " keys") +
-        "; temperature " + fmt(temperature, 1) +
-        (causal ? "; causal mask on." : "; no mask."));
+        ' "' + data.tokens[s.top] + '"; ' + (seen === 1 ? "its one weight is " :
+        "its " + seen + " weights sum to ") + fmt(s.sum) + "; temperature " +
+        fmt(temperature, 1) + (causal ? "; causal mask on." : "; no mask."));
     }
 
     var choose = common.chooser(tokenButtons, function (index) {

@@ -79,12 +79,16 @@
       });
       return button;
     });
-    root.appendChild(el("fieldset", {}, [el("legend", { text: "Heads (press to show or hide)" }),
-      el("div", { class: "afs-row" }, headButtons)]));
+    // With a single head a toggle could only hide everything: there is none then.
+    if (colours.length > 1) {
+      root.appendChild(el("fieldset", {}, [el("legend", {
+        text: "Heads (press to show or hide)" }), el("div", { class: "afs-row" },
+        headButtons)]));
+    }
 
     var tokenButtons = data.tokens.map(function (token, i) {
-      return el("button", { type: "button", class: "afs-token", "aria-describedby": id +
-        "-help", style: "height:" + ROW + "px" }, [i + " " + token]);
+      return el("button", { type: "button", class: "afs-token",
+        style: "height:" + ROW + "px" }, [i + " " + token]);
     });
     var height = ROW * t;
     var svg = document.createElementNS(SVG, "svg");
@@ -99,15 +103,15 @@
         "px" }, [j + " " + token]);
     });
     root.appendChild(el("div", { class: "afs-heads-grid" }, [
-      el("div", { class: "afs-col", role: "radiogroup", "aria-label": "Query token" },
-        tokenButtons),
+      el("div", { class: "afs-col", role: "radiogroup", "aria-label": "Query token",
+        "aria-describedby": id + "-help" }, tokenButtons),
       el("div", { class: "afs-lines" }, [svg]),
       el("div", { class: "afs-col", "aria-hidden": "true" }, keyLabels),
     ]));
 
     var say = common.liveRegion(root);
-    var tableBox = el("div", { class: "afs-scroll", tabindex: "0", role: "region",
-      "aria-label": "Weights of the chosen query" });
+    var tableBox = el("div", { class: "afs-scroll" });
+    var syncTable = common.scrollStop(tableBox, "Weights of the chosen query");
     root.appendChild(tableBox);
     ctx.el.appendChild(root);
 
@@ -155,6 +159,7 @@
         })))]),
         el("tbody", {}, rows),
       ]));
+      syncTable();
       var parts = strongest(data, layer, query, heads).map(function (s) {
         return "head " + s.head + " attends most to key " + s.key + ' "' + data.tokens[s.key] +
           '" (' + fmt(s.weight) + ")";
