@@ -461,6 +461,44 @@ def test_reading_the_mask_buffer_is_not_a_test_of_causality() -> None:
     assert "causal mask buffer whose input mixes in the next token" in reason
 
 
+def test_is_causal_must_look_at_every_earlier_row() -> None:
+    def row_before_only(module, x):  # misses a leak that skips the next token
+        return all(p - 1 not in changed_rows(module, x, p) for p in range(1, x.shape[1]))
+
+    reason = failing("ch3-ex-causality-test", {"is_causal": row_before_only})
+    assert "token i sees token i + 2" in reason
+    assert run_checks(
+        "ch3-ex-causality-test", {**CORRECT["ch3-ex-causality-test"], "is_causal": row_before_only}
+    ).passed
+
+
+def test_torch_attention_below_the_python_layer_is_refused() -> None:
+    # torch.ops.aten's scaled_dot_product_attention skips F's Python layer; with the identity
+    # as keys and values it hands back the masked weights.
+    aten = torch.ops.aten
+
+    def with_kernel(kernel):
+        def answer(scores, hide):
+            s = scores.shape[-1]
+            eye = torch.eye(s).expand(*scores.shape[:-2], s, s)
+            out = kernel(scores, eye, eye, attn_mask=~hide, scale=1.0)
+            return (out[0] if isinstance(out, tuple) else out).nan_to_num(0.0)
+
+        return answer
+
+    for kernel in (aten.scaled_dot_product_attention, aten.scaled_dot_product_attention.default):
+        answer = with_kernel(kernel)
+        result = grade("ch3-ex-all-masked", {"masked_softmax": answer})
+        assert result.earned == 0, (kernel, reasons(result))
+        assert "yourself" in reasons(result)
+
+        def window(scores, width, answer=answer):
+            return answer(scores, window_mask(scores.shape[-1], width))
+
+        refused = failing("ch3-ex-sliding-window", {"window_attention": window})
+        assert "yourself" in refused
+
+
 def test_is_causal_must_try_the_late_positions() -> None:
     def early_only(module, x):  # positions 1 and 2 catch every leak that starts early
         return all(min(changed_rows(module, x, p)) >= p for p in (1, 2))

@@ -2,7 +2,7 @@
 
 They call the same answers as the public checks on what those never try: the smallest and
 largest windows, scores with more batch dimensions and float64, rows of huge scores, a single
-token, p = 0, and a small leak of the future.
+token, p = 0, a small leak of the future, and a leak that skips the next token.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from attention_from_scratch.exercises.ch3 import (
     WINDOW_SHORTCUTS,
     _as_tensor,
     _assert_dropped_first,
+    _attention_with_mask,
     _call_dropout,
     _call_order,
     _call_window_mask,
@@ -123,3 +124,23 @@ causality = get_exercise("ch3-ex-causality-test")
 def small_leak_other_sizes(changed_rows, is_causal):
     _check_changed_rows(changed_rows, b=1, t=9, d_in=3, seed=23, leak=0.01)
     _check_is_causal(is_causal, b=3, t=4, d_in=6, seed=24, leak=0.01)
+
+
+@causality.check(
+    points=1,
+    hint="A leak need not reach the very next token: the check also tries a layer whose "
+    "token i sees token i + 2 but not i + 1. Test whether any earlier row changes, not "
+    "just the row before the edited token.",
+    hidden=True,
+)
+def leak_that_skips_the_next_token(is_causal):
+    t, d_in = 7, 4
+    i = torch.arange(t).unsqueeze(1)  # (t, 1) queries
+    j = torch.arange(t).unsqueeze(0)  # (1, t) keys
+    hide = causal_mask(t) & (j != i + 2)  # (t, t): the future hidden, except two ahead
+    module = _attention_with_mask(d_in, t, hide, seed=25)
+    x = torch.randn(2, t, d_in, generator=_generator(26))
+    with _refusing(write="the test"):
+        verdict = is_causal(module, x.clone())
+    assert isinstance(verdict, bool), f"expected a bool, got {type(verdict).__name__}"
+    assert verdict is False, "a layer whose token i sees token i + 2: expected False, got True"

@@ -62,6 +62,47 @@ PACKAGE_ATTENTION = {
 }
 
 
+#: Names of torch's ready-made attention below ``F.scaled_dot_product_attention``: its
+#: ``torch.ops.aten`` operator and the kernels it dispatches to (math, flash, efficient, ...),
+#: each reachable on its own, and the multi-head one. A torch without a name lacks it.
+TORCH_ATTENTION_NAMES = (
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_attention_math_for_mps",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_native_multi_head_attention",
+)
+
+
+def torch_attention() -> tuple[Any, ...]:
+    """torch's ready-made attention, every entry point this torch has, for :func:`refusing`:
+    ``F.scaled_dot_product_attention`` (the same object as ``torch._C._nn``'s),
+    ``F.multi_head_attention_forward``, ``nn.MultiheadAttention``, the private ``torch._*``
+    aliases, and the ``torch.ops.aten`` operators with each of their overloads (calls below
+    torch's Python layer reach the refusal only under these).
+
+    Introduced in chapter 3.
+    """
+    functional = torch.nn.functional
+    aten = [
+        getattr(torch.ops.aten, name)
+        for name in TORCH_ATTENTION_NAMES
+        if hasattr(torch.ops.aten, name)
+    ]
+    return (
+        functional.scaled_dot_product_attention,
+        functional.multi_head_attention_forward,
+        torch.nn.MultiheadAttention,
+        *(getattr(torch, name) for name in TORCH_ATTENTION_NAMES if hasattr(torch, name)),
+        *aten,
+        *(getattr(op, overload) for op in aten for overload in op.overloads()),
+    )
+
+
 def later_attention(chapter: int) -> tuple[str, ...]:
     """The full names of the package's attention introduced after ``chapter``.
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..causal import CausalAttention, attention, causal_mask
 from ._core import Exercise
-from ._shortcuts import ShortcutTaken, refusing
+from ._shortcuts import ShortcutTaken, refusing, torch_attention
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -69,8 +69,9 @@ sliding_window = Exercise("ch3-ex-sliding-window", chapter=3)
 WINDOW_CASES = ((7, 2), (9, 3), (5, 1))
 
 # The package's attention and torch's compute masked weights: with the identity as values
-# (or keys) either would answer for the learner.
-ATTENTION_SHORTCUTS = (attention, F.scaled_dot_product_attention)
+# (or keys) either would answer for the learner. torch's comes in by every entry point,
+# ``torch.ops.aten.scaled_dot_product_attention`` and its kernels included.
+ATTENTION_SHORTCUTS = (attention, *torch_attention())
 WINDOW_SHORTCUTS = (causal_mask, CausalAttention, *ATTENTION_SHORTCUTS)
 
 
