@@ -58,6 +58,39 @@ def test_the_package_rotation_is_refused() -> None:
     assert not full_marks("ch6-ex-rotate-half", {"rotate_half": from_the_checks})
 
 
+# The page's interleaved rotation, as the notebook defines it (in its __main__ namespace).
+PAGE_ROTATE = """
+def rotate(x, offset=0):
+    t, d_h = x.shape[-2], x.shape[-1]
+    p = torch.arange(offset, offset + t, dtype=torch.float64)
+    two_i = torch.arange(0, d_h, 2, dtype=torch.float64)
+    angles = torch.outer(p, 10000 ** (-two_i / d_h))
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * cos - b * sin
+    out[..., 1::2] = a * sin + b * cos
+    return out
+"""
+
+
+def test_the_page_rotation_between_two_permutations_is_refused() -> None:
+    page = {"__name__": "__main__", "torch": torch}
+    exec(PAGE_ROTATE, page)
+    rotate = page["rotate"]
+
+    def through_the_page(x, offset=0):  # rotate-half = interleaved, between permutations
+        d_h = x.shape[-1]
+        evens_then_odds = torch.cat([torch.arange(0, d_h, 2), torch.arange(1, d_h, 2)])
+        return rotate(x[..., torch.argsort(evens_then_odds)], offset)[..., evens_then_odds]
+
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    assert torch.allclose(through_the_page(x, 3), rotated_half_by_formula(x, 3))  # right
+    result = run_checks("ch6-ex-rotate-half", {"rotate_half": through_the_page}, hidden=True)
+    assert result.earned == 0
+    assert "__main__.rotate" in reasons("ch6-ex-rotate-half", {"rotate_half": through_the_page})
+
+
 def test_a_fixed_size_rotary_module_does_not_pass_as_rotate_half() -> None:
     # The chapter's demonstration module has the head size 8 built in.
     module = RotaryEmbedding(head_dim=8, interleaved=False)

@@ -4,7 +4,8 @@ Each auto-graded answer is a function that the checks call on inputs and models 
 themselves (seeded, with sizes the chapter never prints): small untrained models and
 hand-made modules whose answers are known, never the learner's trained models. Expected
 values are computed here from the formulas or from first principles, outside any learner
-code; the package's rotation is refused while ``rotate_half`` runs, and so are the checks'
+code; the package's rotation, and the page's interleaved ``rotate``, are refused while
+``rotate_half`` runs, and so are the checks'
 own references while any answer runs. The inputs are drawn again from their seeds after the
 answer returned, and only then is the expectation computed: an answer cannot read it from the
 check's frame, nor change what the check compares it with.
@@ -38,13 +39,20 @@ def _generator(seed: int) -> torch.Generator:
 
 
 def _answer(
-    function: Callable[..., Any], what: str, *args: Any, write: str, refused: tuple = ()
+    function: Callable[..., Any],
+    what: str,
+    *args: Any,
+    write: str,
+    refused: tuple = (),
+    named: tuple[str, ...] = (),
 ) -> Any:
-    """Call a learner's function with the checks' own references (and ``refused``)
-    refused, and no torch mode on before or after: a mode or a tensor subclass could answer
-    the check's comparisons."""
+    """Call a learner's function with the checks' own references (and ``refused``, and the
+    functions ``named``) refused, and no torch mode on before or after: a mode or a tensor
+    subclass could answer the check's comparisons."""
     assert callable(function), f"`{what}` must be a function"
-    return call_refusing(function, *args, shortcuts=(*_references(), *refused), write=write)
+    return call_refusing(
+        function, *args, shortcuts=(*_references(), *refused), write=write, named=named
+    )
 
 
 def _as_tensor(value: object, shape: tuple[int, ...]) -> torch.Tensor:
@@ -109,14 +117,17 @@ ROTARY_SHORTCUTS = (
     SinusoidalPositions,
     sinusoidal_positions,
 )
+#: The page's own interleaved ``rotate``, defined in the notebook: rotate-half is that
+#: rotation between two permutations of the features, which the page also shows.
+PAGE_ROTATIONS = ("__main__.rotate",)
 
 
 def call_rotate_half(
     rotate_half, draw: Callable[[], torch.Tensor], offset: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the learner's ``rotate_half`` on ``x = draw()`` with the package's rotations
-    refused; fail if it changed ``x`` in place. Return its output and ``x`` drawn again
-    (what the check compares with)."""
+    """Run the learner's ``rotate_half`` on ``x = draw()`` with the package's rotations and
+    the page's ``rotate`` refused; fail if it changed ``x`` in place. Return its output and
+    ``x`` drawn again (what the check compares with)."""
     x = draw()
     out = _answer(
         rotate_half,
@@ -125,6 +136,7 @@ def call_rotate_half(
         offset,
         write="the rotate-half rotation",
         refused=ROTARY_SHORTCUTS,
+        named=PAGE_ROTATIONS,
     )
     fresh = draw()
     assert torch.equal(x, fresh), "rotate_half changed its input in place"
@@ -161,7 +173,7 @@ rotate_half = Exercise("ch6-ex-rotate-half", chapter=6)
     hint="Rotate-half pairs feature i with feature i + d_h / 2 (the two halves, not "
     "neighbours); each pair turns by its own angle, which grows with the position counted "
     "from `offset`. Build the angles from the exercise's formula: the package's rotary and "
-    "sinusoidal code is switched off.",
+    "sinusoidal code, and the page's `rotate`, are switched off.",
 )
 def rotates_features_i_and_i_plus_half(rotate_half):
     out, x = call_rotate_half(

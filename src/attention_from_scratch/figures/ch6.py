@@ -111,17 +111,18 @@ def draw_induction_circuit(
 
     The sequence is drawn once as a row of numbered boxes. Suppose query ``i`` holds token
     ``A`` and ``A`` occurred before at position ``j``, followed by ``B`` at ``j + 1``.
-    Below the row, the first layer: the previous-token head's strongest arc into every
+    Below the row, layer 0: the previous-token head's strongest arc into every
     position up to ``i`` (the keys the query may read), so that position ``j + 1`` carries
-    the token before it, ``A``. Above the row, the second layer: the induction head's arcs
+    the token before it, ``A``. Above the row, layer 1: the induction head's arcs
     from query ``i`` to the keys, opacity by weight; its strongest key should be ``j + 1``,
     whose value ``B`` becomes the prediction for position ``i + 1``. Arcs are drawn from the
-    weights passed in, not from the rule.
+    weights passed in, not from the rule. Each layer has its own colour (both heads are
+    head 0 of their layer): here the colour tells the two layers apart.
 
     Args:
         sequence: the ``t`` tokens, as strings; 2 to 32 of them.
-        previous_weights: the layer-1 head's weights on this sequence, ``(t, t)``.
-        induction_weights: the layer-2 head's weights on this sequence, ``(t, t)``.
+        previous_weights: layer 0's head's weights on this sequence, ``(t, t)``.
+        induction_weights: layer 1's head's weights on this sequence, ``(t, t)``.
         query: the query ``i`` to follow, whose token occurs earlier in the sequence.
 
     Returns:
@@ -143,7 +144,7 @@ def draw_induction_circuit(
     box = min(spacing * 0.85, 0.3)
     with inch_figure(width, height) as (fig, ax):
         xs = [0.25 + (i + 0.5) * spacing for i in range(t)]
-        # The first layer's arcs into the keys the query may read (positions up to it); an
+        # Layer 0's arcs into the keys the query may read (positions up to it); an
         # arc is at most about 0.35 inches deep, so that long ones stay clear of the text.
         for i in range(1, query + 1):
             j = int(prev[i].argmax())
@@ -183,7 +184,7 @@ def draw_induction_circuit(
                 write(ax, xs[i], base - box / 2 - 0.02, str(i), va="top", color="#777777", zorder=4)
         target = int(ind[query].argmax())
         second = (
-            f'second layer, induction head:\nquery {query} ("{sequence[query]}") attends most to '
+            f'layer 1, induction head:\nquery {query} ("{sequence[query]}") attends most to '
             f'key {target} ("{sequence[target]}"),\nwhich followed the earlier '
             f'"{sequence[query]}" at position {source}'
         )
@@ -192,7 +193,7 @@ def draw_induction_circuit(
         prediction = f'→ the model can predict "{sequence[target]}" at position {query + 1}'
         write(ax, 0.1, height - 0.8, prediction, color=HEAD_COLOURS[1], fontweight="bold", **note)
         first = (
-            "first layer, previous-token head: the\nstrongest key of each position up to the"
+            "layer 0, previous-token head: the\nstrongest key of each position up to the"
             f'\nquery, so position {source + 1} carries "{sequence[source]}", the token before it'
         )
         write(ax, 0.1, 0.05, first, va="bottom", color=HEAD_COLOURS[0], **note)
