@@ -34,8 +34,9 @@ class GroupedQueryAttention(CachedAttention):
     The explicit path gives the queries a group axis, ``(b, h_kv, g, t,
     d_h)``, and the keys and values one of size 1, ``(b, h_kv, 1, s, d_h)``,
     so that chapter 4's attention broadcasts each key/value head over its
-    group; the fused path lets ``scaled_dot_product_attention`` group the
-    heads itself (``enable_gqa=True``). ``forward`` takes the arguments of
+    group (``matmul`` expands the keys ``g`` times to do it); the fused path
+    lets ``scaled_dot_product_attention`` group the heads itself
+    (``enable_gqa=True``). ``forward`` takes the arguments of
     :class:`~attention_from_scratch.CachedAttention` (``return_weights``,
     ``key_padding_mask``, ``kv_cache``), on both paths.
 
@@ -118,8 +119,10 @@ class GroupedQueryAttention(CachedAttention):
                 enable_gqa=True,
             )  # (b, h, t, d_h)
             return context, None
-        # A group axis: g query heads per key/value head, which broadcasts
-        # over the group (a view, not g copies of the keys).
+        # A group axis: g query heads per key/value head. The keys' group
+        # axis is a view, but the batched matmul broadcasts it: its product
+        # holds g copies of the keys. This path shows the weights; the fused
+        # one does without the copies.
         g = h // self.num_kv_heads
         groups = queries.unflatten(1, (-1, g))  # (b, h_kv, g, t, d_h)
         keys = keys.unsqueeze(2)  # (b, h_kv, 1, s, d_h)

@@ -592,27 +592,32 @@ def grouped_inputs(
 def compare_grouped(folded_attention: Callable, shape: tuple[int, ...], seed: int, dtype) -> None:
     """Run the answer with the grouping shortcuts refused and compare head by head; then
     check that it is the folded form: no product broadcast over a group axis, no ``g``-fold
-    copy of the keys or values, and no more work for three times the query heads (each run
-    compared too).
+    copy of the keys or values, and no more work for three times the query heads, in groups
+    three times larger or in three times as many groups (each run compared too): one batched
+    product over ``(b, h_kv, g t, d_h)``, not a loop over the heads or the groups.
 
     Introduced in chapter 7.
     """
     b, h, h_kv, t, d_h = shape
     calls, copies, broadcast = compare_values(folded_attention, shape, seed, dtype)
-    more_shape = (b, 3 * h, h_kv, t, d_h)
-    more_calls, more_copies, more_broadcast = compare_values(
-        folded_attention, more_shape, seed + 1, dtype
-    )
-    broadcast += more_broadcast
-    assert not broadcast, (
-        f"a product broadcast over a group axis: operands {broadcast[0][0]} and "
-        f"{broadcast[0][1]} (matmul expands the keys g times to compute it)"
-    )
-    assert more_calls <= calls + 2, (
-        f"the answer ran {calls} tensor operations for {h} query heads and {more_calls} for "
-        f"{3 * h}: a loop over the heads; fold each group into rows instead"
-    )
-    copies += more_copies
+    for more_shape, more_seed in (
+        ((b, 3 * h, h_kv, t, d_h), seed + 1),  # g three times larger
+        ((b, 3 * h, 3 * h_kv, t, d_h), seed + 2),  # three times as many groups
+    ):
+        more_calls, more_copies, more_broadcast = compare_values(
+            folded_attention, more_shape, more_seed, dtype
+        )
+        broadcast += more_broadcast
+        assert not broadcast, (
+            f"a product broadcast over a group axis: operands {broadcast[0][0]} and "
+            f"{broadcast[0][1]} (matmul expands the keys g times to compute it)"
+        )
+        assert more_calls <= calls + 2, (
+            f"the answer ran {calls} tensor operations for {h} query heads in {h_kv} groups "
+            f"and {more_calls} for {more_shape[1]} in {more_shape[2]}: a loop over the heads "
+            "or the groups; fold each group into rows of one batched product instead"
+        )
+        copies += more_copies
     assert not copies, (
         "a tensor g times the size of the keys or values was built from them (gathered, "
         f"indexed, repeated, stacked or multiplied out: {copies[0]}); fold the queries into "
