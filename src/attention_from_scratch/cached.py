@@ -37,10 +37,6 @@ class CachedAttention(MultiHeadAttention):
     token needs no mask at all; a padding mask, or the causal rows of several
     new tokens after cached ones, becomes a boolean ``attn_mask``.
 
-    ``project`` runs three separate projections rather than chapter 4's one
-    stacked matmul: decoding one token at a time, stacking the weights at
-    every call would copy them all to multiply them by a single token.
-
     Args:
         d_in: size of each input embedding.
         d_out: size of each output vector; must be a multiple of ``num_heads``.
