@@ -204,6 +204,17 @@ def test_dropout_crosses_out_exactly_the_dropped_weights() -> None:
     assert any("= 2" in text for text in texts)  # 1 / (1 - 0.5)
 
 
+def test_dropout_names_its_query_in_the_labels() -> None:
+    row = torch.full((4,), 0.25)
+    texts = all_texts(diagrams.draw_dropout(row, row * 2, p=0.5, query=3))
+    assert any("alpha_{3j}" in text for text in texts)
+    assert any("z^{(3)}" in text for text in texts)
+    with pytest.raises(ValueError):
+        diagrams.draw_dropout(row, row * 2, p=0.5, query=-1)
+    with pytest.raises(TypeError):
+        diagrams.draw_dropout(row, row * 2, p=0.5, query=2.0)
+
+
 def test_head_split_keeps_each_feature_in_its_column() -> None:
     fig = diagrams.draw_head_split(2, 6, 4, 2)
     texts = all_texts(fig)

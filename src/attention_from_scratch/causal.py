@@ -1,7 +1,9 @@
 """Chapter 3: hiding the future with a causal mask, dropout, and cross-attention.
 
 :func:`attention` holds the arithmetic of attention (scale, scores, mask, softmax, dropout,
-weighted sum) once; every attention module of this chapter and of the later ones calls it.
+weighted sum) once; the written-out path of every attention module of this chapter and of
+the later ones calls it. The fused paths of chapters 4 and 7 hand the same arithmetic to
+``F.scaled_dot_product_attention``, and chapter 7's tiled attention computes it tile by tile.
 
 Dimension names used here: ``b`` batch, ``t`` query tokens, ``s`` key/value tokens (``s = t``
 in self-attention), ``d_in`` input size, ``d_out`` size of queries, keys, values and outputs,
@@ -37,7 +39,8 @@ def causal_mask(
     Args:
         num_tokens: the number of tokens ``t``.
         device: where to build the mask (use the device of the scores it will mask): a
-            ``torch.device``, a str such as ``"cuda"``, or ``None`` for the CPU.
+            ``torch.device``, a str such as ``"cuda"``, or ``None`` for torch's default
+            device (the CPU unless ``torch.set_default_device`` chose another).
 
     Returns:
         A ``torch.bool`` tensor of shape ``(t, t)``.
@@ -163,6 +166,8 @@ class CausalAttention(nn.Module):
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        # Holds the probability (and shows it in print(module)); forward passes
+        # self.dropout.p to attention, whose F.dropout applies it.
         self.dropout = nn.Dropout(dropout)
         mask = causal_mask(context_length)  # (context_length, context_length)
         self.register_buffer("mask", mask, persistent=False)

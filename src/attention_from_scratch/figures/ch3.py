@@ -121,19 +121,23 @@ def draw_dropout(
     tokens: Iterable[str] | None = None,
     *,
     p: float,
+    query: int | None = None,
 ) -> Figure:
     """Draw one query's weights before and after dropout, and the value rows they mix.
 
-    Top row: the weights ``alpha_ij`` of one query, as grey bars with their numbers. Middle row:
-    the same weights after dropout; the zeroed ones are crossed out in vermillion, the kept
-    ones are scaled by ``1 / (1 - p)``. Bottom: the value rows ``v^(j)`` in green, faded
-    where their weight was dropped, and the context vector as their weighted sum.
+    Top row: the weights ``alpha_ij`` of one query ``i``, as grey bars with their numbers.
+    Middle row: the same weights after dropout; the zeroed ones are crossed out in vermillion,
+    the kept ones are scaled by ``1 / (1 - p)``. Bottom: the value rows ``v^(j)`` in green,
+    faded where their weight was dropped, and the context vector ``z^(i)`` as their weighted
+    sum.
 
     Args:
         weights: the weights of one query, shape ``(s,)``, 1 to 10 keys.
         dropped: the same weights after ``nn.Dropout(p)`` in training mode, shape ``(s,)``.
         tokens: the ``s`` key tokens, as strings; numbered when omitted.
         p: the dropout probability that made ``dropped``, in (0, 1).
+        query: the query's position ``i``, written into the labels (``alpha_5j``,
+            ``z^(5)``); ``i`` when omitted.
 
     Returns:
         The matplotlib ``Figure``, at most 7 inches wide.
@@ -141,6 +145,11 @@ def draw_dropout(
     Used in chapter 3.
     """
     weights, dropped = as_floats(weights), as_floats(dropped)
+    if query is not None and type(query) is not int:
+        raise TypeError(f"query: expected None or an int, got {query!r}")
+    if query is not None and query < 0:
+        raise ValueError(f"query: expected a position >= 0, got {query}")
+    i = "i" if query is None else str(query)
     s = weights.shape[0]
     labels = token_labels(tokens, s)
     kept = dropped != 0
@@ -153,7 +162,7 @@ def draw_dropout(
     top_scale = float(dropped.max()) or 1.0
     with inch_figure(width, height) as (fig, ax):
         rows = (
-            (3.3, weights, r"weights $\alpha_{ij}$"),
+            (3.3, weights, rf"weights $\alpha_{{{i}j}}$"),
             (2.25, dropped, f"after dropout\n(p = {p:g})"),
         )
         for base, row, name in rows:
@@ -202,7 +211,7 @@ def draw_dropout(
             middle,
             0.2,
             "context vector\n"
-            r"$z = \sum_j$ (weight after dropout) $\cdot\, v^{(j)}$",
+            rf"$z^{{({i})}} = \sum_j$ (weight after dropout) $\cdot\, v^{{(j)}}$",
             size=LABEL_PT,
             color="black",
         )
