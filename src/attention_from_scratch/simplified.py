@@ -152,7 +152,7 @@ def simplified_attention(
         shape_names=("(t, d_in)", "(b, t, d_in)"),
     )
     return_weights = check_bool("return_weights", return_weights)
-    scores = inputs @ inputs.transpose(-2, -1)  # (b, t, t)
-    weights = torch.softmax(scores, dim=-1)  # (b, t, t)
-    context = weights @ inputs  # (b, t, d_in)
+    scores = inputs @ inputs.transpose(-2, -1)  # (..., t, t)
+    weights = torch.softmax(scores, dim=-1)  # (..., t, t)
+    context = weights @ inputs  # (..., t, d_in)
     return (context, weights) if return_weights else context

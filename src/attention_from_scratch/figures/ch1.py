@@ -146,7 +146,8 @@ def query_path_figure(
 
     ``legible``: 12-point numbers in a table without the "x v" column, about 5.3 inches
     wide, so that its numbers stay readable when a phone scales it to its width. The weight
-    bars are neutral grey: weights have no role colour.
+    bars are a dark neutral shade, not the inputs' grey: weights have no role colour. Each
+    weight is written just past the end of its bar, so a short bar never runs into it.
     """
     t, d_k = keys.shape
     d_v = values.shape[1]
@@ -162,7 +163,8 @@ def query_path_figure(
     k_left = 1.05  # the key cells
     score_x = k_left + d_k * cell + (0.45 if legible else 0.55)  # the score column (centre)
     bar_left = score_x + (0.5 if legible else 0.55)
-    bar_width = 0.85 if legible else 0.95
+    label_room = 0.5 if legible else 0.4  # the weight's number, after its bar
+    bar_width = (0.85 if legible else 0.95) + label_room
     out_left = bar_left + bar_width + (0.3 if legible else 0.7)
     width = out_left + d_v * cell + 0.1
 
@@ -173,9 +175,10 @@ def query_path_figure(
             ax, left, y, row, cell * 0.98, colour, numbers=True, scale=scale, number_pt=number_pt
         )
 
-    # Chapter 1 has no keys or values yet: its rows are the inputs, grey.
-    k_role, v_role = ("key", "value") if scaled else ("input", "input")
-    blue, bar_face = ROLE_COLOURS["query"], tint("#404040", 0.45)  # weights: neutral grey
+    # Chapter 1 has no keys or values yet: its key rows are the inputs, grey; its weighted
+    # rows are the parts of the context vector that they sum to, sky blue.
+    k_role, v_role = ("key", "value") if scaled else ("input", "output")
+    blue, bar_face = ROLE_COLOURS["query"], tint("#000000", 0.7)  # weights: no role colour
     with inch_figure(width, height) as (fig, ax):
         top = height - 0.95
         numbers = ", ".join(f"{v:.2f}" for v in q.tolist())
@@ -201,9 +204,11 @@ def query_path_figure(
             write(ax, score_x, y - row / 2, f"{float(scores[j]):.2f}", size=number_pt)
             arrow(ax, (score_x + 0.28, y - row / 2), (bar_left - 0.02, y - row / 2), lw=0.8)
             share = float(weights[j])
-            bar = (bar_width * share / float(weights.max()), row - 0.14)
+            longest = bar_width - label_room
+            bar = (longest * share / float(weights.max()), row - 0.14)
             ax.add_patch(Rectangle((bar_left, y - row + 0.07), *bar, facecolor=bar_face))
-            write(ax, bar_left + 0.04, y - row / 2, f"{share:.3f}", ha="left", size=number_pt)
+            end = bar_left + bar[0] + 0.04  # the number outside its bar, whatever its length
+            write(ax, end, y - row / 2, f"{share:.3f}", ha="left", size=number_pt)
             if not legible:
                 write(ax, out_left - 0.35, y - row / 2, rf"$\times\,{v_name}^{{(j)}}$")
             numbered_row(out_left, y - 0.02, weighted, j, v_role)
