@@ -158,7 +158,7 @@ def test_double_precision_matches_single_precision(case: str) -> None:
     assert_same_results(result, single, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["CausalAttention", "MultiHeadAttention"])
+@pytest.mark.parametrize("case", ["CausalAttention", "GroupedQueryAttention"])
 def test_mask_buffer_follows_the_module_but_keeps_its_dtype(case: str) -> None:
     module, _ = build(case)
     assert module.mask.dtype == torch.bool
@@ -201,7 +201,7 @@ def test_cuda_matches_cpu(case: str) -> None:
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.parametrize("case", ["CausalAttention", "MultiHeadAttention"])
+@pytest.mark.parametrize("case", ["CausalAttention", "GroupedQueryAttention"])
 def test_mask_buffer_moves_to_cuda(case: str) -> None:
     module, inputs = build(case)
     module.to("cuda")

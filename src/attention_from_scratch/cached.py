@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_input, check_padding_mask, check_return_weights
+from .causal import causal_mask
 from .kv_cache import KVCache
 from .multihead import MultiHeadAttention, attend
 
@@ -58,6 +59,34 @@ class CachedAttention(MultiHeadAttention):
 
     Introduced in chapter 7.
     """
+
+    mask: torch.Tensor
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+        *,
+        fused: bool = False,
+    ) -> None:
+        super().__init__(
+            d_in,
+            d_out,
+            context_length,
+            dropout,
+            num_heads,
+            qkv_bias,
+            fused=fused,
+        )
+        # The causal mask of the longest input, built once: the new queries
+        # after cached keys read their rows of it. Not persistent, so it is
+        # not saved with the weights and the state dict is chapter 4's.
+        mask = causal_mask(self.context_length)  # (n, n), n = context_length
+        self.register_buffer("mask", mask, persistent=False)
 
     def forward(
         self,

@@ -20,7 +20,7 @@ from ._checks import (
     check_return_weights,
     check_tensor,
 )
-from .causal import CausalAttention, attention, causal_mask
+from .causal import CausalAttention, attention
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -75,6 +75,11 @@ class MultiHeadAttentionWrapper(nn.Module):
         return context, weights
 
 
+def _rank(x: object) -> int:
+    """The number of dimensions of a tensor; 0 for anything else."""
+    return x.dim() if isinstance(x, torch.Tensor) else 0
+
+
 def attend(
     queries: torch.Tensor,
     keys: torch.Tensor,
@@ -94,8 +99,15 @@ def attend(
       of the weights at a time) and otherwise a fallback that forms them (chapter 7
       measures both). It returns no weights.
 
-    Both scale by ``1 / sqrt(d_h)``, and both give a query that sees no key a zero context
-    vector.
+    Both scale by ``1 / sqrt(d_h)``. A query that sees no key gets a zero
+    context vector from the explicit path, by construction; the fused path
+    returns what SDPA returns for such a row (zeros on the CPU in the PyTorch
+    versions chapter 4 runs on; not promised everywhere, so give every query
+    a key).
+
+    The explicit path leaves every check to :func:`attention`; the fused path
+    checks the arguments with ``check_attention_inputs`` before SDPA, whose
+    errors do not name them. Either way a call is checked once.
 
     Args:
         queries: ``(..., t, d_h)``, e.g. ``(b, h, t, d_h)``.
@@ -124,6 +136,16 @@ def attend(
             "causal mask, got a tensor; pass the causal mask combined with "
             "yours (mask | future)"
         )
+    if not fused:
+        # attention checks every argument itself: no check here, so a call
+        # is checked once. The causal mask needs only the two token counts;
+        # where they cannot be read, attention refuses the tensors anyway.
+        if is_causal and min(_rank(queries), _rank(keys)) >= 2:
+            t, s = queries.shape[-2], keys.shape[-2]
+            ones = torch.ones(t, s, dtype=torch.bool, device=queries.device)
+            mask = ones.triu(1)  # (t, s): key j > query i is hidden
+        return attention(queries, keys, values, mask, dropout_p=dropout_p)
+    # SDPA's own errors would not name our arguments: check them first.
     dropout_p, _ = check_attention_inputs(
         queries,
         keys,
@@ -131,24 +153,19 @@ def attend(
         mask,
         dropout_p,
     )
-    t, s = queries.shape[-2], keys.shape[-2]
-    if fused:
-        allowed = None
-        if mask is not None:  # ~: True = allowed, at least (t, s) for SDPA
-            allowed = (~mask).broadcast_to(*mask.shape[:-2], t, s)
-        context = F.scaled_dot_product_attention(
-            queries,
-            keys,
-            values,
-            attn_mask=allowed,
-            dropout_p=dropout_p,
-            is_causal=is_causal,
-        )  # (..., t, d_h)
-        return context, None
-    if is_causal:
-        ones = torch.ones(t, s, dtype=torch.bool, device=queries.device)
-        mask = ones.triu(1)  # (t, s): key j > query i is hidden
-    return attention(queries, keys, values, mask, dropout_p=dropout_p)
+    allowed = None
+    if mask is not None:  # ~: True = allowed, at least (t, s) for SDPA
+        t, s = queries.shape[-2], keys.shape[-2]
+        allowed = (~mask).broadcast_to(*mask.shape[:-2], t, s)
+    context = F.scaled_dot_product_attention(
+        queries,
+        keys,
+        values,
+        attn_mask=allowed,
+        dropout_p=dropout_p,
+        is_causal=is_causal,
+    )  # (..., t, d_h)
+    return context, None
 
 
 class MultiHeadAttention(nn.Module):
@@ -171,9 +188,9 @@ class MultiHeadAttention(nn.Module):
     ``scaled_dot_product_attention`` (``True``), which cannot return the
     weights. It is a plain attribute that may be switched at any time (a
     value that is not a bool is refused by the next ``forward``);
-    ``context_length`` is read-only, since the causal mask buffer ``mask``
-    is built for it (:func:`attend` builds the mask of each call itself;
-    chapter 7 slices the buffer for queries that follow cached keys).
+    ``context_length`` is read-only, the longest input accepted
+    (:func:`attend` builds the causal mask of each call itself; chapter 7's
+    cached layer keeps one for the longest input, as a buffer).
 
     Args:
         d_in: size of each input embedding.
@@ -194,8 +211,6 @@ class MultiHeadAttention(nn.Module):
 
     Introduced in chapter 4.
     """
-
-    mask: torch.Tensor
 
     def __init__(
         self,
@@ -222,13 +237,11 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(check_dropout(dropout))
         context_length = check_positive_int("context_length", context_length)
         self._context_length = context_length
-        mask = causal_mask(context_length)  # (context_length, context_length)
-        self.register_buffer("mask", mask, persistent=False)
 
     @property
     def context_length(self) -> int:
-        """The most tokens a sequence may have; read-only, since the causal
-        mask is built for it."""
+        """The most tokens a sequence may have; read-only, since subclasses
+        build buffers for it (chapter 7's causal mask)."""
         return self._context_length
 
     def forward(
@@ -285,7 +298,8 @@ class WideMultiHeadAttention(nn.Module):
 
     Every head projects the ``d_in``-dimensional input to a full ``d_in``-dimensional query,
     key and value, so the projections have ``h * d_in`` outputs and a final ``unify_heads``
-    layer maps the ``h * d_in`` concatenated features back to ``d_in``. Compared with
+    layer (``unifyheads`` in Bloem's code) maps the ``h * d_in`` concatenated features back
+    to ``d_in``. Compared with
     :class:`MultiHeadAttention`, which splits ``d_out`` among the heads, this costs about
     ``h`` times the parameters and compute. The attention of every head is chapter 3's
     :func:`~attention_from_scratch.attention`, scaled by ``1 / sqrt(d_in)``. Nothing is

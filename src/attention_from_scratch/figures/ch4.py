@@ -161,13 +161,14 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
 
 
 def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
-    """Draw the wrapper's separate heads beside the batched module's one wide projection.
+    """Draw the wrapper's separate heads above the batched module's one wide projection.
 
-    Left, ``MultiHeadAttentionWrapper``: ``h`` separate heads, each with its own
+    Top, ``MultiHeadAttentionWrapper``: ``h`` separate heads, each with its own
     ``(d_in, d_h)`` query, key and value weights, run one after another, their outputs
-    concatenated. Right, ``MultiHeadAttention``: one ``(d_in, h * d_h)`` matrix per role
+    concatenated. Bottom, ``MultiHeadAttention``: one ``(d_in, h * d_h)`` matrix per role
     whose column blocks are the heads' matrices side by side, one product for all heads,
-    then split. Matrices are coloured by head and named by role.
+    then split. Matrices are coloured by head and named by role. The two parts are stacked,
+    so the figure is narrow and its text stays legible on a phone.
 
     Args:
         d_in: the input size, 1 to 8.
@@ -175,17 +176,20 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
         num_heads: the number of heads ``h``, 1 to 4.
 
     Returns:
-        The matplotlib ``Figure``, at most 7 inches wide.
+        The matplotlib ``Figure``, 4 inches wide.
 
     Used in chapter 4.
     """
     d_out = num_heads * d_h
-    cell = min(0.22, 1.3 / (3 * d_h), 2.0 / (3 * d_out))
+    width = 4.0
+    # Wrapper row: label, three matrices with gaps, an arrow and the output shape.
+    cell = min(0.22, (width - 2.55) / (3 * d_h), (width - 1.05) / (3 * d_out))
     names = ("W_q", "W_k", "W_v")
-    head_height = d_in * cell + 0.45
-    height = num_heads * head_height + 1.35
-    width = DIAGRAM_INCHES
-    split = 3.45
+    head_height = d_in * cell + 0.4
+    line = 0.19  # one line of text at FONT_PT, in inches
+    top_part = 2 * line + 0.2 + num_heads * head_height + 2 * line + 0.1
+    bottom_part = 2 * line + 0.3 + d_in * cell + 0.15 + 3 * line + 0.1
+    height = top_part + 0.2 + bottom_part
 
     def matrix(left: float, top: float, cols_of: list[int], name: str) -> float:
         """A weight matrix, its column c coloured by head cols_of[c]; returns its width."""
@@ -196,41 +200,49 @@ def draw_wrapper_vs_batched(d_in: int, d_h: int, num_heads: int) -> Figure:
         return len(cols_of) * cell
 
     with inch_figure(width, height) as (fig, ax):
-        for centre, text in (
-            (split / 2, "MultiHeadAttentionWrapper:\nh heads, each with its own weights"),
-            ((split + width) / 2, "MultiHeadAttention:\none wide matrix per role"),
-        ):
-            write(ax, centre, height - 0.1, text, va="top")
-        ax.plot([split - 0.1] * 2, [0.1, height - 0.1], color="#bbbbbb", lw=1)
-        top = height - 0.8
+        y = height - 0.05
+        write(
+            ax,
+            width / 2,
+            y,
+            "MultiHeadAttentionWrapper:\nh heads, each with its own weights",
+            va="top",
+        )
+        y -= 2 * line + 0.2 + 0.25
         for head in range(num_heads):
-            y = top - head * head_height
             middle, colour = y - d_in * cell / 2, HEAD_COLOURS[head % 8]
             write(ax, 0.05, middle, f"head {head}", ha="left", color=colour)
-            left = 0.7
+            left = 0.75
             for name in names:
                 left += matrix(left, y, [head] * d_h, name) + 0.25
-            arrow(ax, (left - 0.15, middle), (left + 0.25, middle))
-            write(ax, left + 0.3, middle, f"(b, t, {d_h})", ha="left", color=colour)
+            arrow(ax, (left - 0.15, middle), (left + 0.2, middle))
+            write(ax, left + 0.25, middle, f"(b, t, {d_h})", ha="left", color=colour)
+            y -= head_height
         write(
             ax,
-            split / 2,
-            0.1,
+            width / 2,
+            y + 0.2,
             f"each $W$: $(d_{{in}}, d_h) = ({d_in}, {d_h})$;\n"
             f"outputs concatenated: (b, t, {d_out})",
-            va="bottom",
+            va="top",
         )
-        left = split + 0.2
+        y = height - top_part - 0.1
+        ax.plot([0.1, width - 0.1], [y, y], color="#bbbbbb", lw=1)
+        y -= 0.1
+        write(ax, width / 2, y, "MultiHeadAttention:\none wide matrix per role", va="top")
+        y -= 2 * line + 0.3 + 0.1
         cols = [c // d_h for c in range(d_out)]
+        total = 3 * d_out * cell + 2 * 0.25
+        left = (width - total) / 2
         for name in names:
-            left += matrix(left, top, cols, name) + 0.25
+            left += matrix(left, y, cols, name) + 0.25
         write(
             ax,
-            (split + width) / 2,
-            top - d_in * cell - 0.2,
+            width / 2,
+            y - d_in * cell - 0.12,
             f"each $W$: $(d_{{in}}, h \\cdot d_h) = ({d_in}, {d_out})$,\n"
-            "the heads' matrices side by side:\none product per role for all heads,\n"
-            f"then view and transpose: (b, {num_heads}, t, {d_h})",
+            "the heads' matrices side by side: one product\nper role for all heads, "
+            f"then view and transpose:\n(b, {num_heads}, t, {d_h})",
             va="top",
         )
     return fig
