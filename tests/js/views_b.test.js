@@ -23,9 +23,11 @@ if (fixture.live_model) {
     const api = require(path.join(dir, "live_model.js"));
     const data = fixture.live_model.data;
     const weights = api.loadWeights(data);
+    // The sequences the page draws to measure accuracy, for torch to score too.
+    const held = data.held_out && api.inductionSequences(data.held_out, data.config.vocab_size);
+    result.live_model_sample = held;
     result.live_model = fixture.live_model.cases.map(({ tokens, off }) => {
       const out = api.forward(data.config, weights, tokens, off);
-      const held = data.held_out;
       return {
         logits: out.logits.map((row) => Array.from(row)),
         weights: out.weights.map((layer) => layer.map((head) => head.map((r) => Array.from(r)))),

@@ -56,10 +56,12 @@ const drive = {
     seen.boxFocusVisible = await focusVisible(page);
     await page.keyboard.press("Space");
     seen.statusOff = await status(page);
+    seen.header = await page.evaluate(() => document.querySelector(".afs-mount thead").textContent);
+    seen.captions = await page.evaluate(() => [...document.querySelectorAll(".afs-mount figcaption")].map((f) => f.textContent));
     return seen;
   },
   async kv_cache(page) {
-    const seen = {};
+    const seen = { status0: await status(page) };
     await tabTo(page, () => document.activeElement.textContent === "Next step");
     seen.focusVisible = await focusVisible(page);
     for (let i = 0; i < 3; i++) await page.keyboard.press("Enter");
@@ -73,6 +75,7 @@ const drive = {
   async tiles(page) {
     const seen = {};
     seen.status0 = await status(page);
+    seen.state0 = await page.evaluate(() => [...document.querySelectorAll(".afs-mount tbody")].pop().textContent);
     await tabTo(page, () => document.activeElement.textContent === "Next block");
     seen.focusVisible = await focusVisible(page);
     for (let i = 0; i < 5; i++) await page.keyboard.press("Enter");

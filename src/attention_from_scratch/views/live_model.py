@@ -26,8 +26,13 @@ from torch import nn
 
 from .widget import View, fallback_table
 
-#: How many held-out sequences the view carries, to measure accuracy in the page.
-MAX_HELD_OUT = 20
+#: How many sequences the page draws, like the held-out set, to measure accuracy: a sample
+#: of this size lands within a few points of the full set's accuracy, where carrying the
+#: sequences themselves would not fit the view's size.
+HELD_OUT_SAMPLE = 400
+#: Seeds the page's generator (``random`` in ``js/live_model.js``): the same sample on every
+#: load.
+HELD_OUT_SEED = 2
 
 IGNORED = -100  # the chapter's IGNORE_INDEX: a target no model could predict
 
@@ -65,12 +70,28 @@ def _check_model(model: object) -> nn.Module:
     return model
 
 
-def _compact(ids: list[int]) -> str | list[int]:
-    # A sequence of ids below 36 as one base-36 digit each, "." for a target that is not
-    # scored: three times smaller than a JSON list. Larger ids stay a list (-1: not scored).
-    if all(i < 36 for i in ids):
-        return "".join("." if i < 0 else "0123456789abcdefghijklmnopqrstuvwxyz"[i] for i in ids)
-    return [max(i, -1) for i in ids]
+def _induction_spec(inputs: torch.Tensor, targets: torch.Tensor, vocab: int) -> dict[str, int]:
+    # The parameters of induction_task that made (inputs, targets): the page draws its own
+    # sequences with them. n of a sequence is its first scored position; the sequence must
+    # repeat its first n tokens, all distinct, and each scored target be the next token.
+    t = inputs.shape[1]
+    scored = targets != IGNORED  # (b, t)
+    if not scored.any(dim=1).all():
+        raise ValueError("held_out: expected induction_task sequences, got one with no target")
+    periods = scored.int().argmax(dim=1)  # (b,): first scored position
+    for row, n in zip(inputs.tolist(), periods.tolist(), strict=True):
+        if n < 2 or len(set(row[:n])) != n or any(row[i] != row[i % n] for i in range(t)):
+            raise ValueError(
+                "held_out: expected induction_task sequences (a segment of distinct tokens, "
+                "repeated, scored from its first repeat on)"
+            )
+    return {
+        "num_sequences": HELD_OUT_SAMPLE,
+        "num_tokens": t,
+        "min_period": int(periods.min()),
+        "max_period": int(periods.max()),
+        "seed": HELD_OUT_SEED,
+    }
 
 
 def _check_token_list(name: str, tokens: object, vocab: int, longest: int) -> list[int]:
@@ -204,10 +225,9 @@ def live_model_data(
                 f"held_out: expected inputs and targets of one shape (b, t <= {length}), "
                 f"got {tuple(inputs.shape)} and {tuple(targets.shape)}"
             )
-        data["held_out"] = {
-            "inputs": [_compact(row) for row in inputs[:MAX_HELD_OUT].tolist()],
-            "targets": [_compact(row) for row in targets[:MAX_HELD_OUT].tolist()],
-        }
+        if inputs.min() < 0 or inputs.max() >= vocab:
+            raise ValueError(f"held_out inputs: expected ids in 0..{vocab - 1}")
+        data["held_out"] = _induction_spec(inputs.cpu(), targets.cpu(), vocab)
     return data
 
 
@@ -232,15 +252,17 @@ def live_model(
     The view shows, for the sequence the reader types, the most likely next token at every
     position with its probability, and, for each layer, the key its head attends to most. A
     checkbox per head switches it off (its output is left out; with every head of a layer off
-    the layer adds nothing, as the chapter's forward hook), and the held-out accuracy is
-    measured again in the page.
+    the layer adds nothing, as the chapter's forward hook), and the accuracy on sequences
+    drawn like the held-out set is measured again in the page.
 
     Args:
         model: a trained ``TinyCausalModel`` without perceptrons, rotary positions or
             ``qkv_bias`` (chapter 6's induction model).
         tokens: the sequence shown first, ``(t,)`` or ``(1, t)`` ids, or a list of ints.
-        held_out: ``(inputs, targets)``, ``(b, t)`` each, with ``-100`` where a target is not
-            scored; the first 20 sequences are carried to measure accuracy in the page.
+        held_out: ``(inputs, targets)`` made by ``induction_task``, ``(b, t)`` each, with
+            ``-100`` where a target is not scored. The page does not carry them: it draws
+            :data:`HELD_OUT_SAMPLE` sequences of the same shape and periods with its own seeded
+            generator and measures the accuracy on those.
         labels: a name for each token id; by default the letters A, B, ... when the
             vocabulary has at most 26 tokens.
 
@@ -272,4 +294,4 @@ def live_model(
     return view
 
 
-__all__ = ["folded_weights", "live_model", "live_model_data"]
+__all__ = ["HELD_OUT_SAMPLE", "folded_weights", "live_model", "live_model_data"]

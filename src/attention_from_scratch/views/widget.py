@@ -42,9 +42,16 @@ def asset(name: str) -> str:
         name: a file name such as ``"common.js"`` or ``"explorer.js"``.
 
     Returns:
-        The file's text (UTF-8).
+        The file's text (UTF-8); a script without its indentation and whole-line ``//``
+        comments, which the page does not need (they stay in the package's files) and which
+        would count against :data:`MAX_VIEW_BYTES`. No script continues a string over a line
+        break, so this changes no string; the browser tests run the page's copy.
     """
-    return resources.files(__package__).joinpath("js", name).read_text(encoding="utf-8")
+    text = resources.files(__package__).joinpath("js", name).read_text(encoding="utf-8")
+    if name.endswith(".js"):
+        lines = (line.lstrip(" ") for line in text.splitlines(keepends=True))
+        text = "".join(line for line in lines if not line.startswith("//"))
+    return text
 
 
 def _script_safe(text: str) -> str:

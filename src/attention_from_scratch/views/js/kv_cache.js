@@ -146,7 +146,7 @@
       const h = data.num_heads;
       const last = step.weights.map((head) => head[head.length - 1]); // newest query
       const head = c.el("tr", {}, [
-        c.el("th", { scope: "col", text: "pos" }),
+        c.el("th", { scope: "col", text: "pos", style: "white-space:nowrap" }),
         c.el("th", { scope: "col", text: "keys, values" }),
       ]);
       for (let i = 0; i < h; i++) {
@@ -173,7 +173,9 @@
       check.textContent = "Output of position " + (step.end - 1) + ": [" +
         out.slice(0, 4).map((v) => c.fmt(v, 3)).join(", ") + ", ...]; the full " +
         "recomputation gives [" + full.slice(0, 4).map((v) => c.fmt(v, 3)).join(", ") +
-        ", ...]; largest difference over the step's rows " + step.max_diff.toExponential(1) + ".";
+        ", ...]; largest difference over the step's rows " + step.max_diff.toExponential(1) +
+        " (the same float64 arithmetic in the same order, so equal by construction; PyTorch " +
+        "differs by rounding, as the page shows).";
       counter.textContent = "step " + index + " of " + (all.length - 1);
       // aria-disabled, not disabled: a disabled button would drop the keyboard focus.
       prev.setAttribute("aria-disabled", String(index === 0));
@@ -183,8 +185,7 @@
         : "Decode step " + index + ": token " + step.first + " projected, " + step.reused +
           " keys and values reused from the cache.";
       const same = step.max_diff < 1e-9 ? " Its output equals the full recomputation." : "";
-      if (announce) say(what + same);
-      else say(what + same);
+      if (announce) say(what + same); // not on page load: only after a button press
     }
     prev.addEventListener("click", () => { if (index > 0) { index -= 1; show(true); } });
     next.addEventListener("click", () => {

@@ -152,11 +152,40 @@
     return best;
   }
 
-  // A held-out sequence as the exporter writes it: a string of base-36
-  // digits ("." for a target that is not scored, -1) or a list of ids.
-  function expand(sequence) {
-    if (typeof sequence !== "string") return sequence;
-    return [...sequence].map((c) => (c === "." ? -1 : parseInt(c, 36)));
+  // A seeded generator of numbers in [0, 1) (mulberry32): the page's own sample,
+  // the same on every load, though not torch's random numbers.
+  function random(seed) {
+    let a = seed >>> 0;
+    return function () {
+      a = (a + 0x6d2b79f5) >>> 0;
+      let r = Math.imul(a ^ (a >>> 15), 1 | a);
+      r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
+      return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  // Sequences built as the package's induction_task builds them: a segment of n
+  // distinct tokens (n drawn from min_period..max_period) repeated to fill
+  // num_tokens + 1 tokens; the target of position i is token i + 1, scored
+  // (>= 0) from i = n on, -1 before. spec: {num_sequences, num_tokens,
+  // min_period, max_period, seed}; vocab: the vocabulary size.
+  function inductionSequences(spec, vocab) {
+    const next = random(spec.seed);
+    const inputs = [];
+    const targets = [];
+    for (let b = 0; b < spec.num_sequences; b++) {
+      const order = Array.from({ length: vocab }, (_, i) => i);
+      for (let i = vocab - 1; i > 0; i--) {
+        const j = Math.floor(next() * (i + 1)); // Fisher-Yates shuffle
+        [order[i], order[j]] = [order[j], order[i]];
+      }
+      const span = spec.max_period - spec.min_period + 1;
+      const n = spec.min_period + Math.floor(next() * span);
+      const sequence = Array.from({ length: spec.num_tokens + 1 }, (_, p) => order[p % n]);
+      inputs.push(sequence.slice(0, -1));
+      targets.push(sequence.slice(1).map((token, i) => (i < n ? -1 : token)));
+    }
+    return { inputs, targets };
   }
 
   // Accuracy on the scored positions (target >= 0) of several sequences.
@@ -164,8 +193,8 @@
     let right = 0;
     let scored = 0;
     inputs.forEach((sequence, b) => {
-      const { logits } = forward(config, weights, expand(sequence), off);
-      expand(targets[b]).forEach((target, i) => {
+      const { logits } = forward(config, weights, sequence, off);
+      targets[b].forEach((target, i) => {
         if (target < 0) return;
         scored += 1;
         if (argmax(logits[i]) === target) right += 1;
@@ -208,7 +237,8 @@
     const el = globalThis.AFSViews.common.el;
     const config = model.get("config");
     const weights = loadWeights({ weights: model.get("weights") });
-    const heldOut = model.get("held_out");
+    const spec = model.get("held_out");
+    const heldOut = spec ? inductionSequences(spec, config.vocab_size) : null;
     let tokens = model.get("tokens").slice();
     const off = new Set(); // "layer,head"
     let shownHead = 0;
@@ -254,7 +284,7 @@
           update();
         });
         toggles.append(
-          el("span", { class: "afs-toggle" }, [
+          el("span", { class: "afs-toggle", style: "display:inline-block;margin-right:1.5em" }, [
             box,
             el("label", { for: id, text: ` layer ${layer}, head ${head}` }),
           ]),
@@ -289,12 +319,28 @@
       return [...off].map((key) => key.split(",").map(Number));
     }
 
+    // Viridis from 0 to 1, as the book's figures draw weights (notation.md): ten
+    // stops, linear in between.
+    const VIRIDIS = ["440154", "482878", "3e4989", "31688e", "26828e", "1f9e89",
+      "35b779", "6ece58", "b5de2b", "fde725"].map((h) => [0, 2, 4].map((k) => parseInt(h.slice(k, k + 2), 16)));
     function cellShade(weight) {
-      // darker blue = more weight; never darker than 55% lightness, so black text on it
-      // keeps a contrast above 4.5:1
-      const light = Math.round(97 - 42 * weight);
-      return `hsl(204, 70%, ${light}%)`;
+      const x = Math.min(1, Math.max(0, weight)) * 9;
+      const i = Math.min(8, Math.floor(x));
+      const rgb = VIRIDIS[i].map((v, k) => Math.round(v + (x - i) * (VIRIDIS[i + 1][k] - v)));
+      return `rgb(${rgb.join(",")})`;
     }
+    const swatch = (weight) => {
+      const s = el("span", { "aria-hidden": "true", class: "afs-swatch" });
+      s.style.cssText = `display:inline-block;width:0.8em;height:0.8em;margin-right:0.3em;background:${cellShade(weight)}`;
+      return s;
+    };
+    const isOff = (layer) => off.has(`${layer},${shownHead}`);
+    // A legend of the colour scale, 0 to 1.
+    const legend = el("p", { class: "afs-note", "aria-hidden": "true" }, ["weight 0 "]);
+    const bar = el("span");
+    bar.style.cssText = "display:inline-block;width:8em;height:0.8em;vertical-align:middle;" +
+      `background:linear-gradient(to right,${VIRIDIS.map((c) => `rgb(${c.join(",")})`).join(",")})`;
+    legend.append(bar, " 1 (viridis)");
 
     // Both layers' weights of the shown head as small heatmaps (rows: queries, columns:
     // keys); hidden from screen readers, which read the same in the table.
@@ -316,14 +362,22 @@
             grid.append(cell);
           }
         }
+        if (isOff(layer)) grid.style.opacity = "0.3";
+        const name = `layer ${layer}, head ${shownHead}`;
         maps.push(
           el("figure", { style: "margin:0.25em 0.75em 0.25em 0" }, [
-            el("figcaption", { class: "afs-note", text: `layer ${layer}, head ${shownHead}` }),
+            el("figcaption", {
+              class: "afs-note",
+              text: isOff(layer) ? `${name}: off (weights computed, not used)` : name,
+            }),
             grid,
           ]),
         );
       }
-      return el("div", { class: "afs-row", style: "align-items:flex-start" }, maps);
+      return el("div", {}, [
+        el("div", { class: "afs-row", style: "align-items:flex-start" }, maps),
+        legend,
+      ]);
     }
 
     function update() {
@@ -336,7 +390,9 @@
         el("th", { scope: "col", text: "next (p)" }),
       ]);
       for (let layer = 0; layer < config.num_layers; layer++) {
-        header.append(el("th", { scope: "col", text: `layer ${layer}` }));
+        header.append(
+          el("th", { scope: "col", text: `layer ${layer}${isOff(layer) ? " (off)" : ""}` }),
+        );
       }
       rows.push(el("thead", {}, [header]));
       const body = el("tbody");
@@ -353,11 +409,11 @@
         for (let layer = 0; layer < config.num_layers; layer++) {
           const w = result.weights[layer][shownHead][i];
           const top = argmax(w);
-          const cell = el("td", {
-            text: `${top} ${letter(config, tokens[top])} ${(100 * w[top]).toFixed(0)}%`,
-          });
-          cell.style.background = cellShade(w[top]);
-          cell.style.color = "#000";
+          const cell = el("td", {}, [
+            swatch(w[top]),
+            `${top} ${letter(config, tokens[top])} ${(100 * w[top]).toFixed(0)}%`,
+          ]);
+          if (isOff(layer)) cell.style.opacity = "0.6"; // computed, not used
           row.append(cell);
         }
         body.append(row);
@@ -367,7 +423,8 @@
         style: "white-space:normal",
         text:
           `Next token predicted at each position, and where head ${shownHead} ` +
-          "of each layer looks most (key position, token, weight).",
+          "of each layer looks most (key position, token, weight); a head switched off " +
+          "still computes its weights, but its output is not used.",
       });
       const grid = el("table", { style: "white-space:nowrap;overflow-wrap:normal" }, [
         caption,
@@ -383,8 +440,9 @@
       if (heldOut) {
         const acc = accuracy(config, weights, heldOut.inputs, heldOut.targets, offPairs());
         text +=
-          ` Accuracy on the predictable positions of ${heldOut.inputs.length} held-out ` +
-          `sequences: ${(100 * acc).toFixed(1)}%.`;
+          ` Accuracy on the predictable positions of ${heldOut.inputs.length} sequences ` +
+          `drawn in the page like the held-out set (segments of ${spec.min_period} to ` +
+          `${spec.max_period} tokens; the page's own random sample): ${(100 * acc).toFixed(1)}%.`;
       }
       status.textContent = text; // the live region announces each change
     }
@@ -408,5 +466,5 @@
     update();
   }
 
-  return { decodeFloats, loadWeights, forward, accuracy, expand, argmax, softmax, parseTokens, render };
+  return { decodeFloats, loadWeights, forward, accuracy, inductionSequences, argmax, softmax, parseTokens, render };
 });

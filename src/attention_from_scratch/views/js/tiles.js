@@ -1,8 +1,9 @@
 // The online-softmax stepper (chapter 7; attention_from_scratch.views.tiles): one query's
 // scaled scores are visited a block of keys at a time. After each block the running maximum
 // m, the running sum l of exp(score - m) and the unnormalised output o are updated,
-// rescaling what came before by exp(m_old - m_new); a block whose keys are all masked leaves
-// m at -inf, and the update then subtracts 0 instead (the safe maximum). The last o / l is
+// rescaling what came before by exp(m - m_sub), where m_sub is the new maximum m'; a block
+// whose keys are all masked leaves m' at -inf, and the update then subtracts m_sub = 0
+// instead (the safe maximum, chapter 7's m_sub). The last o / l is
 // compared with softmax(scores) @ values, computed directly.
 (function (global, factory) {
   var api = factory();
@@ -47,7 +48,7 @@
       ell = ell * rescale + p.reduce((a, b) => a + b, 0);
       o = o.map((v, c) => v * rescale + p.reduce((a, w, j) => a + w * values[k0 + j][c], 0));
       out.push({ first: k0, end: k1, block_max: blockMax, m_before: m, m: mNew,
-        rescale: rescale, ell: ell, o: o.slice(),
+        m_sub: mSafe, rescale: rescale, ell: ell, o: o.slice(),
         current: ell > 0 ? o.map((v) => v / ell) : o.map(() => 0) });
       m = mNew;
     }
@@ -107,9 +108,10 @@
         c.el("tbody", {}, rows)]));
       const state = [
         ["block max", num(b.block_max)],
-        ["m before", num(b.m_before)],
-        ["m after", num(b.m)],
-        ["rescale e^(m before - m after)", c.fmt(b.rescale, 3)],
+        ["m (before the block)", num(b.m_before)],
+        ["m\u2032 (after the block)", num(b.m)],
+        ["m_sub, subtracted (0 while m\u2032 = -\u221e)", num(b.m_sub)],
+        ["rescale e^(m - m_sub)", c.fmt(b.rescale, 3)],
         ["\u2113 (running sum)", c.fmt(b.ell, 3)],
         ["o (running output)", vec(b.o)],
         ["o / \u2113 so far", vec(b.current)],
