@@ -569,7 +569,11 @@ def test_context_length_cannot_change_after_construction() -> None:
     with pytest.raises(AttributeError):  # Python's wording differs between versions
         module.context_length = 12
     assert module.context_length == 6
-    assert module.mask.shape == (6, 6)
+    # The buffer built for context_length is chapter 7's (CachedAttention).
+    cached = afs.CachedAttention(3, 4, 6, 0.0, num_heads=2)
+    assert cached.mask.shape == (6, 6)
+    with pytest.raises(AttributeError):
+        cached.context_length = 12
     with pytest.raises(ValueError, match=r"x: expected at most context_length=6 tokens, got 7"):
         module(torch.randn(1, 7, 3))
 
