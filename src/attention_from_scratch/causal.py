@@ -62,8 +62,9 @@ def attention(
     dropout_p: float = 0.0,
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention, written out; every attention module of the package calls
-    it (chapter 7's tiled attention computes the same function tile by tile).
+    """Scaled dot-product attention, written out; the written-out path of every attention
+    module of the package calls it (the fused paths hand the same function to
+    ``F.scaled_dot_product_attention``; chapter 7's tiled attention computes it tile by tile).
 
     The queries are multiplied by ``scale`` (``1 / sqrt(d)`` by default) before the product
     with the keys, which gives the scores of ``(q / sqrt(d)) . k`` and keeps them finite in
