@@ -305,6 +305,23 @@ def test_grouped_query_attention_with_all_heads_loads_a_multi_head_state_dict(fu
         )
 
 
+def test_grouped_query_attention_builds_its_narrow_layers_once() -> None:
+    """W_key and W_value are built once, narrow: the layer draws the same random numbers as
+    four nn.Linear layers of its sizes made in order, and nothing else."""
+    d_in, d_out, h, h_kv = 6, 8, 4, 2
+    torch.manual_seed(3)
+    layer = afs.GroupedQueryAttention(d_in, d_out, 5, 0.0, num_heads=h, num_kv_heads=h_kv)
+    after_layer = torch.rand(1)
+    torch.manual_seed(3)
+    sizes = [(d_in, d_out), (d_in, d_out // h * h_kv), (d_in, d_out // h * h_kv)]
+    expected = [nn.Linear(i, o, bias=False) for i, o in sizes]
+    nn.Linear(d_out, d_out)  # out_proj
+    assert torch.equal(torch.rand(1), after_layer)  # no layer built and thrown away
+    got = [layer.W_query, layer.W_key, layer.W_value]
+    for mine, reference in zip(got, expected, strict=True):
+        assert torch.equal(mine.weight, reference.weight)
+
+
 def test_grouped_query_attention_weights_rows_sum_to_one() -> None:
     torch.manual_seed(4)
     gqa = afs.GroupedQueryAttention(4, 8, 8, 0.0, num_heads=4, num_kv_heads=2)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ._checks import check_positive_int
 from .cached import CachedAttention
@@ -75,6 +74,17 @@ class GroupedQueryAttention(CachedAttention):
         *,
         fused: bool = False,
     ) -> None:
+        num_heads = check_positive_int("num_heads", num_heads)
+        num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads: expected a divisor of num_heads={num_heads}, "
+                f"so that every key/value head serves the same number of "
+                f"query heads, got {num_kv_heads}"
+            )
+        # Chapter 4's __init__ sizes W_key and W_value by key_value_size(),
+        # which reads it: set first (a plain int may precede Module.__init__).
+        self.num_kv_heads = num_kv_heads
         super().__init__(
             d_in,
             d_out,
@@ -84,17 +94,11 @@ class GroupedQueryAttention(CachedAttention):
             qkv_bias,
             fused=fused,
         )
-        self.num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"num_kv_heads: expected a divisor of num_heads={num_heads}, "
-                f"so that every key/value head serves the same number of "
-                f"query heads, got {num_kv_heads}"
-            )
-        # Narrower keys and values: h_kv heads of d_h numbers instead of h.
-        kv_dim = num_kv_heads * self.head_dim
-        self.W_key = nn.Linear(d_in, kv_dim, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, kv_dim, bias=qkv_bias)
+
+    def key_value_size(self) -> int:
+        """``h_kv`` heads of ``d_h`` numbers, not ``h``: ``W_key``,
+        ``W_value`` and the cache shrink by ``h / h_kv``."""
+        return self.num_kv_heads * self.head_dim
 
     def attend(
         self,

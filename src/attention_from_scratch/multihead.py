@@ -231,12 +231,19 @@ class MultiHeadAttention(nn.Module):
         self.fused = check_bool("fused", fused)
         check_bool("qkv_bias", qkv_bias)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        d_kv = self.key_value_size()  # d_out; less where heads share (ch. 7)
+        self.W_key = nn.Linear(d_in, d_kv, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_kv, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(check_dropout(dropout))
         context_length = check_positive_int("context_length", context_length)
         self._context_length = context_length
+
+    def key_value_size(self) -> int:
+        """The size of the keys and values of all heads: ``d_out``, one
+        ``d_h`` per head. Chapter 7's ``GroupedQueryAttention``, whose query
+        heads share key/value heads, returns less."""
+        return self.d_out
 
     @property
     def context_length(self) -> int:
