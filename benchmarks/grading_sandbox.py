@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-import grade  # noqa: E402
+import grader  # noqa: E402
 
 CHAPTER = ROOT / "book" / "04_multi_head_attention.ipynb"
 MODES = ("bwrap", "none")
@@ -34,7 +34,7 @@ def grade_copies(count: int, sandbox: str, workers: int) -> float:
         for index in range(count):
             shutil.copy(CHAPTER, Path(folder) / f"{index:02d}_{CHAPTER.name}")
         start = time.perf_counter()
-        rows = grade.grade_folder(folder, workers=workers, sandbox=sandbox)
+        rows = grader.grade_folder(folder, workers=workers, sandbox=sandbox)
         seconds = time.perf_counter() - start
     bad = [row.submission for row in rows if row.total != row.possible]
     if bad:  # a timing of a broken grading would mean nothing
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="alternations of the two modes")
     parser.add_argument("--workers", type=int, default=2, help="notebooks graded at once")
     args = parser.parse_args()
-    if problem := grade.sandbox_problem():
+    if problem := grader.sandbox_problem():
         raise SystemExit(f"no sandbox can run here: {problem}")
     per_round = max(1, args.copies // args.rounds)
     times: dict[str, list[float]] = {mode: [] for mode in MODES}

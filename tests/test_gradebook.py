@@ -13,8 +13,8 @@ FIXTURES = Path(__file__).parent / "exercise_fixtures"
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(FIXTURES))
 
-import grade  # noqa: E402
 import gradebook  # noqa: E402
+import grader  # noqa: E402
 from make_fixture import write_fixture  # noqa: E402
 
 # The first columns of a Canvas gradebook export, its "Points Possible" row, and the one
@@ -31,12 +31,13 @@ CANVAS = (
 IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 
-def graded(name: str, points: dict[str, tuple[float, float]]) -> grade.Row:
+def graded(name: str, points: dict[str, tuple[float, float]]) -> grader.Row:
     """A row as the grader returns it, with exercises' (earned, possible)."""
     exercises = {
-        label: grade.ExerciseScore(earned, possible) for label, (earned, possible) in points.items()
+        label: grader.ExerciseScore(earned, possible)
+        for label, (earned, possible) in points.items()
     }
-    return grade.Row(name, "bwrap", exercises=exercises)
+    return grader.Row(name, "bwrap", exercises=exercises)
 
 
 def read(path: Path) -> list[list[str]]:
@@ -98,10 +99,10 @@ def test_make_grade_with_a_roster_agrees_with_grades_csv(tmp_path: Path) -> None
     write_fixture(folder / "alan.ipynb", double="doubled = base + 2\n")
     roster = tmp_path / "roster.csv"
     roster.write_text("Student,ID,submission\nAda,1,ada.ipynb\nAlan,2,alan.ipynb\n")
-    sandbox = "bwrap" if grade.sandbox_problem() is None else "none"
+    sandbox = "bwrap" if grader.sandbox_problem() is None else "none"
     argv = [str(folder), "--sandbox", sandbox, "--timeout", "60", "--roster", str(roster)]
     argv += ["--hidden", str(FIXTURES / "hidden"), "--checks", str(FIXTURES / "ch0.py")]
-    assert grade.main(argv) == 0
+    assert grader.main(argv) == 0
     with (folder / "grades.csv").open(newline="") as handle:
         totals = {row["submission"]: row["total"] for row in csv.DictReader(handle)}
     assert totals == {"ada.ipynb": "5", "alan.ipynb": "3"}

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-import grade  # noqa: E402
+import grader  # noqa: E402
 import gradescope  # noqa: E402
 import student_edition  # noqa: E402
 
@@ -97,8 +97,8 @@ def test_the_books_solutions_score_as_make_grade_and_hidden_checks_stay_hidden(
     folder = tmp_path / "make-grade"
     folder.mkdir()
     shutil.copy(CHAPTER, folder / "answers.ipynb")
-    sandbox = "bwrap" if grade.sandbox_problem() is None else "none"
-    (row,) = grade.grade_folder(folder, sandbox=sandbox, hidden_dir=HIDDEN.parent)
+    sandbox = "bwrap" if grader.sandbox_problem() is None else "none"
+    (row,) = grader.grade_folder(folder, sandbox=sandbox, hidden_dir=HIDDEN.parent)
     assert row.total == row.possible > 0
     assert results["score"] == row.total
     checks = [t for t in results["tests"] if t["max_score"] > 0]

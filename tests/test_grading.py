@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(FIXTURES))
 
 import exercise_table  # noqa: E402
-import grade  # noqa: E402
+import grader  # noqa: E402
 import student_edition  # noqa: E402
 from make_fixture import write_fixture  # noqa: E402
 
@@ -34,7 +34,7 @@ from attention_from_scratch.exercises import all_exercises, load_hidden  # noqa:
 CHAPTERS = student_edition.chapter_notebooks(ROOT)
 # Each kernel in its sandbox where bubblewrap runs (Linux); elsewhere (macOS and Windows CI)
 # without isolation. tests/test_grading_sandbox.py tests the sandbox itself.
-SANDBOX = "bwrap" if grade.sandbox_problem() is None else "none"
+SANDBOX = "bwrap" if grader.sandbox_problem() is None else "none"
 MUTATED = "mutated.ipynb"
 
 
@@ -60,7 +60,7 @@ def fixture_grades(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (folder / "notes.txt").write_text("not a notebook")
     (folder / "broken.ipynb").write_text("{ this is not json")
-    grade.grade_folder(
+    grader.grade_folder(
         folder,
         sandbox=SANDBOX,
         timeout=20,
@@ -158,7 +158,7 @@ def test_feedback_lists_checks_hints_and_human_graded_exercises(fixture_grades: 
 def test_the_submission_files_are_left_untouched(tmp_path: Path) -> None:
     path = write_fixture(tmp_path / "a.ipynb", double="doubled = base * 2\nopen('x', 'w')\n")
     before = path.read_bytes()
-    grade.grade_folder(
+    grader.grade_folder(
         tmp_path,
         timeout=20,
         workers=1,
@@ -213,7 +213,7 @@ def chapter_grades(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mutated = dict(zip(("wrong", "raising"), mutate(nb), strict=True))
         mutated["source"] = source.name
         nbformat.write(nb, folder / MUTATED)
-    rows = grade.grade_folder(folder, timeout=600, workers=2, sandbox=SANDBOX)
+    rows = grader.grade_folder(folder, timeout=600, workers=2, sandbox=SANDBOX)
     return {
         "rows": {row.submission: row for row in rows},
         "csv": read_csv(folder / "grades.csv"),

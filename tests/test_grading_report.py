@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "exercise_fixtures"
 sys.path.insert(0, str(ROOT / "tools"))
 
-import grade  # noqa: E402
+import grader  # noqa: E402
 from grader import run  # noqa: E402
 
 from attention_from_scratch.exercises import (  # noqa: E402
@@ -228,10 +228,10 @@ def test_a_check_loaded_from_files_is_found_by_the_grader() -> None:
 
 
 def test_the_configuration_reads_back_and_is_frozen(tmp_path: Path) -> None:
-    config = grade.GradingConfig.make(
+    config = grader.GradingConfig.make(
         timeout=30, hidden_dir=tmp_path, check_files=[tmp_path / "c.py"], sandbox="none"
     )
-    assert grade.GradingConfig.from_json(config.to_json()) == config
+    assert grader.GradingConfig.from_json(config.to_json()) == config
     assert config.check_files == (str((tmp_path / "c.py").resolve()),)
     assert config.isolation == "none: not isolated"
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -252,33 +252,33 @@ def test_the_configuration_reads_back_and_is_frozen(tmp_path: Path) -> None:
 )
 def test_bad_options_are_refused_by_name(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        grade.GradingConfig.make(**options)
+        grader.GradingConfig.make(**options)
 
 
 def test_a_configuration_with_an_unknown_field_is_refused() -> None:
-    data = json.loads(grade.GradingConfig.make(sandbox="none").to_json())
+    data = json.loads(grader.GradingConfig.make(sandbox="none").to_json())
     with pytest.raises(ValueError, match="config: "):
-        grade.GradingConfig.from_json(json.dumps({**data, "trusted": True}))
+        grader.GradingConfig.from_json(json.dumps({**data, "trusted": True}))
 
 
 def test_grading_a_missing_folder_or_a_bad_option_fails_before_any_kernel(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="SUBMISSIONS: expected a folder"):
-        grade.grade_folder(tmp_path / "missing", sandbox="none")
+        grader.grade_folder(tmp_path / "missing", sandbox="none")
     with pytest.raises(ValueError, match="sandbox: expected one of"):
-        grade.grade_folder(tmp_path, sandbox="docker")
+        grader.grade_folder(tmp_path, sandbox="docker")
     assert not (tmp_path / "grades.csv").exists()
 
 
 def test_rows_read_back_as_the_child_process_wrote_them() -> None:
-    row = grade.Row(
+    row = grader.Row(
         "a.ipynb",
         "bwrap",
         status="timeout after 20 s",
         notes="1 cell(s) raised",
-        exercises={"ch0-ex-double": grade.ExerciseScore(1.0, 4.0, (result(),), "")},
-        manual=(grade.ManualExercise("ch0-ex-explain", 2.0),),
+        exercises={"ch0-ex-double": grader.ExerciseScore(1.0, 4.0, (result(),), "")},
+        manual=(grader.ManualExercise("ch0-ex-explain", 2.0),),
         errors=("cell 3: RuntimeError: x",),
         total=1.0,
         possible=5.0,
     )
-    assert grade.Row.from_dict(json.loads(json.dumps(row.to_dict()))) == row
+    assert grader.Row.from_dict(json.loads(json.dumps(row.to_dict()))) == row

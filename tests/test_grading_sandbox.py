@@ -27,10 +27,10 @@ FIXTURES = Path(__file__).parent / "exercise_fixtures"
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(FIXTURES))
 
-import grade  # noqa: E402
+import grader  # noqa: E402
 from make_fixture import write_fixture  # noqa: E402
 
-PROBLEM = grade.sandbox_problem()
+PROBLEM = grader.sandbox_problem()
 # Where bubblewrap cannot run (macOS, Windows, a Linux without it) the grader refuses, which
 # the last tests check; the attacks are tried where it can.
 needs_sandbox = pytest.mark.skipif(PROBLEM is not None, reason=f"no sandbox here: {PROBLEM}")
@@ -261,7 +261,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, server: int) -> Iterator[d
     write_fixture(folder / "zz_victim.ipynb")
     before = snapshot(folder)
     hidden_before = snapshot(hidden)
-    rows = grade.grade_folder(
+    rows = grader.grade_folder(
         folder, timeout=60, workers=2, hidden_dir=hidden, check_files=[FIXTURES / "ch0.py"]
     )
     after = snapshot(folder)
@@ -374,7 +374,7 @@ def test_grading_without_bwrap_is_refused_with_what_to_do(tmp_path: Path) -> Non
 def test_opting_out_labels_every_row_as_not_isolated(tmp_path: Path) -> None:
     write_fixture(tmp_path / "good.ipynb")
     (tmp_path / "notes.txt").write_text("not a notebook")
-    grade.grade_folder(
+    grader.grade_folder(
         tmp_path,
         timeout=60,
         workers=1,

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-import grade  # noqa: E402
+import grader  # noqa: E402
 import nbgrader_export  # noqa: E402
 import student_edition  # noqa: E402
 
@@ -138,8 +138,8 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
     nbformat.write(book, folder / "full.ipynb")
     nbformat.write(student_edition.student_notebook(book), folder / "empty.ipynb")
     nbformat.write(broken(nbformat.read(CHAPTER, as_version=4), "book"), folder / "broken.ipynb")
-    sandbox = "bwrap" if grade.sandbox_problem() is None else "none"
-    rows = grade.grade_folder(folder, sandbox=sandbox, hidden_dir=ROOT / "grading" / "hidden")
+    sandbox = "bwrap" if grader.sandbox_problem() is None else "none"
+    rows = grader.grade_folder(folder, sandbox=sandbox, hidden_dir=ROOT / "grading" / "hidden")
     by_make_grade = {
         Path(row.submission).stem: {
             label: exercise.earned for label, exercise in row.exercises.items()

@@ -16,11 +16,11 @@ FIXTURES = Path(__file__).parent / "exercise_fixtures"
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(FIXTURES))
 
-import grade  # noqa: E402
+import grader  # noqa: E402
 import student_edition  # noqa: E402
 from make_fixture import DOUBLE_SOLUTION, TOTAL_SOLUTION, fixture_notebook  # noqa: E402
 
-SANDBOX = "bwrap" if grade.sandbox_problem() is None else "none"  # none on macOS and Windows
+SANDBOX = "bwrap" if grader.sandbox_problem() is None else "none"  # none on macOS and Windows
 
 CHAPTERS = student_edition.chapter_notebooks(ROOT)
 
@@ -145,7 +145,9 @@ def test_the_zip_holds_one_notebook_per_chapter(edition: Path) -> None:
 def test_the_untouched_student_edition_earns_no_points(edition: Path, tmp_path: Path) -> None:
     for path in CHAPTERS:
         (tmp_path / path.name).write_bytes((edition / path.name).read_bytes())
-    rows = {row.submission: row for row in grade.grade_folder(tmp_path, workers=2, sandbox=SANDBOX)}
+    rows = {
+        row.submission: row for row in grader.grade_folder(tmp_path, workers=2, sandbox=SANDBOX)
+    }
     for path in CHAPTERS:
         row = rows[path.name]
         assert row.status == "ok", (path.name, row.notes)

@@ -23,48 +23,14 @@ Usage: python tools/grade.py DIR [--timeout 600] [--workers 2] [--sandbox bwrap|
        [--memory 8] [--hidden grading/hidden] [--roster roster.csv]
 
 This file is the command line; the grader is the package `tools/grader/` (its `__init__`
-lists its modules), whose names it re-exports for the tools and tests that import `grade`.
+lists its modules), which the tools and tests import.
 """
 
 from __future__ import annotations
 
 import sys
 
-from grader import (  # tools/grader/, beside this file
-    ADVICE,
-    DEFAULT_HIDDEN,
-    SANDBOXES,
-    ExerciseScore,
-    GradingConfig,
-    Limits,
-    ManualExercise,
-    Row,
-    SandboxUnavailable,
-    feedback_text,
-    grade_folder,
-    main,
-    sandbox_command,
-    sandbox_problem,
-    write_csv,
-)
-
-__all__ = [
-    "ADVICE",
-    "DEFAULT_HIDDEN",
-    "SANDBOXES",
-    "ExerciseScore",
-    "GradingConfig",
-    "Limits",
-    "ManualExercise",
-    "Row",
-    "SandboxUnavailable",
-    "feedback_text",
-    "grade_folder",
-    "main",
-    "sandbox_command",
-    "sandbox_problem",
-    "write_csv",
-]
+from grader import main  # tools/grader/, beside this file
 
 if __name__ == "__main__":
     sys.exit(main())

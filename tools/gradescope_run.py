@@ -30,7 +30,7 @@ from typing import Any
 SOURCE = Path(__file__).resolve().parent
 sys.path.insert(0, str(SOURCE))
 
-import grade  # noqa: E402  (beside this file in the zip)
+import grader  # noqa: E402  (beside this file in the zip)
 
 VISIBLE, AFTER_PUBLISHED, HIDDEN = "visible", "after_published", "hidden"
 CHAPTER = re.compile(r"^ch(\d+)-ex-")
@@ -46,8 +46,8 @@ def _test(name: str, score: float, max_score: float, visibility: str, output: st
     }
 
 
-def tests_of(row: grade.Row, chapters: set[int], rubrics: dict[str, str]) -> list[dict]:
-    """The Gradescope tests of one graded notebook (a row of `grade.grade_folder`)."""
+def tests_of(row: grader.Row, chapters: set[int], rubrics: dict[str, str]) -> list[dict]:
+    """The Gradescope tests of one graded notebook (a row of `grader.grade_folder`)."""
     name = row.submission
     tests = []
     if row.status != "ok":
@@ -112,7 +112,7 @@ def tests_of(row: grade.Row, chapters: set[int], rubrics: dict[str, str]) -> lis
 
 
 def results(
-    rows: list[grade.Row], chapters: set[int], rubrics: dict[str, str], isolation: str
+    rows: list[grader.Row], chapters: set[int], rubrics: dict[str, str], isolation: str
 ) -> dict[str, Any]:
     """results.json for the graded notebooks (none: a result that says what to upload)."""
     tests: list[dict] = []
@@ -154,7 +154,7 @@ def main() -> int:
     config = json.loads((SOURCE / "autograder.json").read_text(encoding="utf-8"))
     chapters = set(config["chapters"])
     notebooks = sorted((root / "submission").rglob("*.ipynb"))
-    problem = grade.sandbox_problem()
+    problem = grader.sandbox_problem()
     sandbox = "bwrap" if problem is None else "none"
     isolation = (
         "each kernel in its bubblewrap sandbox"
@@ -170,7 +170,7 @@ def main() -> int:
             shutil.copy(path, target)
         rows = []
         if notebooks:
-            rows = grade.grade_folder(
+            rows = grader.grade_folder(
                 folder,
                 timeout=config["timeout"],
                 workers=1,
