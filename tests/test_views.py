@@ -245,7 +245,7 @@ def test_bad_input_is_refused_with_a_clear_error(call, error, words) -> None:
         call()
 
 
-# --- in the browser: keyboard, 390 and 1280 px, light and dark, offline, axe-core ---
+# --- in the browser: keyboard, 390 px light and 1280 px dark, offline, axe-core ---
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools" / "browser"
