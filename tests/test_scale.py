@@ -11,12 +11,12 @@ import builtins
 import copy
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import forward_backward, randn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -27,27 +27,6 @@ import attention_from_scratch as afs
 
 FAST = settings(max_examples=20, deadline=None)
 TOL = {"rtol": 1e-4, "atol": 1e-5}
-
-
-def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
-def forward_backward(
-    fn: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    seed: int = 0,
-    probe_mask: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Output of ``fn`` and the input gradient of a random probe of it (zero where masked)."""
-    x = x.detach().clone().requires_grad_(True)
-    out = fn(x)
-    probe = randn(*out.shape, seed=seed + 1, dtype=out.dtype)
-    if probe_mask is not None:
-        probe = probe * probe_mask
-    (out * probe).sum().backward()
-    assert x.grad is not None
-    return out.detach(), x.grad
 
 
 def qkv_grads(module: nn.Module) -> dict[str, torch.Tensor]:
