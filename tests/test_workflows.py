@@ -73,12 +73,15 @@ def test_compat_workflow_runs_oldest_and_newest_torch_and_colab_without_breaking
     assert {"schedule", "workflow_dispatch"} <= set(workflow["on"])
     assert "push" not in workflow["on"]
     jobs = workflow["jobs"]
-    assert set(jobs) == {"oldest", "newest"}
+    assert set(jobs) == {"oldest", "newest", "portability"}
     runs = {name: [step.get("run", "") for step in job["steps"]] for name, job in jobs.items()}
     assert 'nox -s "compat(oldest)"' in runs["oldest"]
     assert 'nox -s "compat(newest)"' in runs["newest"] and "nox -s colab" in runs["newest"]
-    # The oldest torch is a promise of pyproject.toml; a new release only reports.
+    assert "nox -s portability" in runs["portability"]
+    # The oldest torch is a promise of pyproject.toml, and so is every guard of the portable
+    # chapters on every stand-in machine; a new torch release only reports.
     assert "continue-on-error" not in jobs["oldest"]
+    assert "continue-on-error" not in jobs["portability"]
     assert jobs["newest"]["continue-on-error"] is True
     for job in jobs.values():
         assert job["runs-on"].startswith("ubuntu-")
@@ -163,12 +166,19 @@ def test_ci_installs_bubblewrap_on_linux_so_the_sandbox_tests_run(tmp_path: Path
     # Installed and probed before any test runs; the sandbox tests are marked slow.
     unit = runs.index('python -m pytest -m "not book and not slow"')
     assert steps.index(install) < steps.index(probe) < unit < steps.index(slow)
-    # The probe fails the job, with the reason, where no sandbox can start.
+    # The probe runs against the real grader: it answers, 0 or the reason, and never fails on
+    # a name the grader no longer has.
     (code,) = re.findall(r'python -c "(.*)"', probe["run"])
-    tools = tmp_path / "tools"
-    tools.mkdir()
+    real = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert real.returncode in (0, 1), real.stderr
+    assert "Traceback" not in real.stderr, real.stderr
+    # The probe fails the job, with the reason, where no sandbox can start: the same command
+    # against a stand-in grader that reports a problem, then none.
+    (module,) = re.findall(r"import (\w+); sys\.exit\(\1\.sandbox_problem\(\)\)", code)
+    stand_in = tmp_path / "tools" / module
+    stand_in.mkdir(parents=True)
     for problem, expected_rc in (("'bwrap not found on PATH.'", 1), ("None", 0)):
-        (tools / "grade.py").write_text(f"def sandbox_problem():\n    return {problem}\n")
+        (stand_in / "__init__.py").write_text(f"def sandbox_problem():\n    return {problem}\n")
         result = subprocess.run(
             [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True
         )
