@@ -55,9 +55,15 @@ def test_a_cuda_build_without_a_driver_says_the_chapters_run_on_the_cpu(
     monkeypatch.setattr(doctor, "pick_device", lambda: torch.device("cpu"))
     report = doctor.examine(environ)
     assert report.build == "CUDA 12.8"
-    (problem,) = [p for p in report.problems if "CUDA" in p.what]
-    assert "sees no GPU" in problem.what and "runs on the CPU" in problem.what
-    assert "GPU runtime" in problem.remedy
+    # A note, not a problem: nothing needs fixing, so the command exits 0.
+    assert [p for p in report.problems if "CUDA" in p.what] == []
+    (note,) = [p for p in report.notes if "CUDA" in p.what]
+    assert "sees no GPU" in note.what and "runs on the CPU" in note.what
+    assert "GPU runtime" in note.remedy
+    text = doctor.format_report(report)
+    assert "Note: this torch is built for CUDA 12.8" in text and "Problem:" not in text
+    monkeypatch.setattr(doctor, "examine", lambda: report)
+    assert doctor.main(["doctor"]) == 0
 
 
 def test_mps_suggests_the_cpu_fallback_unless_it_is_set(

@@ -58,6 +58,8 @@ class Report:
     cache: str
     offline: str
     problems: tuple[Problem, ...]
+    #: Worth knowing, with nothing to fix (the exit status stays 0).
+    notes: tuple[Problem, ...] = ()
 
 
 def _version_tuple(version: str) -> tuple[int, int]:
@@ -112,10 +114,11 @@ def examine(environ: Mapping[str, str] | None = None) -> Report:
         environ: the environment variables to read (default: ``os.environ``).
 
     Returns:
-        A :class:`Report`; ``problems`` is empty when nothing needs fixing.
+        A :class:`Report`; ``problems`` is empty when nothing needs fixing, and ``notes`` holds
+        what is worth knowing but may be just as the learner wants it.
     """
     environ = os.environ if environ is None else environ
-    problems = []
+    problems, notes = [], []
     if _version_tuple(torch.__version__) < OLDEST_TORCH:
         oldest = ".".join(map(str, OLDEST_TORCH))
         problems.append(
@@ -127,13 +130,12 @@ def examine(environ: Mapping[str, str] | None = None) -> Report:
         )
     device = pick_device()
     if torch.version.cuda and not torch.cuda.is_available():
-        problems.append(
+        notes.append(
             Problem(
                 f"this torch is built for CUDA {torch.version.cuda} but sees no GPU (no "
                 "NVIDIA driver, or no GPU): every chapter runs on the CPU",
-                "nothing, if that is what you want; in Colab, pick a GPU runtime (Runtime, "
-                "Change runtime type); locally, the CPU-only build of torch is a far smaller "
-                "install",
+                "in Colab, pick a GPU runtime (Runtime, Change runtime type); locally, the "
+                "CPU-only build of torch is a far smaller install",
             )
         )
     if device.type == "mps" and environ.get("PYTORCH_ENABLE_MPS_FALLBACK", "") != "1":
@@ -171,6 +173,7 @@ def examine(environ: Mapping[str, str] | None = None) -> Report:
         cache=f"{cache}{'' if cache_env else ' (the default)'}",
         offline="downloads off" if offline in _YES else "downloads allowed",
         problems=tuple(problems),
+        notes=tuple(notes),
     )
 
 
@@ -181,8 +184,8 @@ def format_report(report: Report, *, problems_only: bool = False) -> str:
 
     Args:
         report: what :func:`examine` returned.
-        problems_only: leave out the facts; print only the problems (nothing when there are
-            none).
+        problems_only: leave out the facts; print only the problems and notes (nothing when
+            there are none).
     """
     lines = []
     if not problems_only:
@@ -198,11 +201,15 @@ def format_report(report: Report, *, problems_only: bool = False) -> str:
     for problem in report.problems:
         lines.append(f"Problem: {problem.what}.")
         lines.append(f"  What to do: {problem.remedy}.")
+    for note in report.notes:
+        lines.append(f"Note: {note.what}.")
+        lines.append(f"  If you want another device: {note.remedy}.")
     return "\n".join(lines)
 
 
 def check_setup() -> None:
-    """Print the known set-up problems of this machine, if any (the chapters' first cell).
+    """Print the known set-up problems and notes of this machine, if any (the chapters' first
+    cell).
 
     Introduced with the doctor (set-up, before chapter 1).
     """
@@ -212,7 +219,8 @@ def check_setup() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m attention_from_scratch doctor``: print the report; exit 1 on a problem."""
+    """``python -m attention_from_scratch doctor``: print the report; exit 1 on a problem (a
+    note, which needs nothing done, leaves the exit status 0)."""
     parser = argparse.ArgumentParser(
         prog="python -m attention_from_scratch", description=__doc__.splitlines()[0]
     )
