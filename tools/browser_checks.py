@@ -87,6 +87,7 @@ def problems(report: dict[str, Any]) -> list[str]:
         found.append(f"{where}: untypeset LaTeX in the text: {report['raw_math']}")
     found += [f"{where}: tried the network: {url}" for url in report["external"]]
     found += [f"{where}: script error: {error}" for error in report["errors"]]
+    found += [f"{where}: wider than a 390 px screen: {text}" for text in report.get("overflow", [])]
     return found
 
 

@@ -1,7 +1,7 @@
 // Open pages of the built book in the system's Chromium with the network switched off, wait for
 // MathJax, and report for each page and colour mode: the theme the page shows, what is left of
 // the LaTeX delimiters in the visible text, the requests that tried to leave the machine, the
-// script errors, and axe-core's WCAG 2.1 A/AA violations.
+// script errors, axe-core's WCAG 2.1 A/AA violations, and text wider than a 390 px screen.
 //
 // Usage: node check.mjs CHROMIUM ROOT PAGE.html [PAGE.html ...]   (prints JSON on stdout)
 
@@ -104,9 +104,35 @@ async function check(name, mode) {
       [...document.querySelectorAll(".thebe-launch-button")].map((b) => b.innerText).join(" "),
     );
   }
+  // A phone's width (light mode only: the layout does not change with the colours): text that
+  // runs past the right edge of the screen, outside any block that scrolls sideways on purpose
+  // (code, tables, wide figures), makes the reader scroll the whole page.
+  let overflow = [];
+  if (mode === "light") {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForTimeout(300);
+    overflow = await page.evaluate(() => {
+      const scrolls = (element) => {
+        for (let e = element.parentElement; e; e = e.parentElement) {
+          if (["auto", "scroll", "hidden"].includes(getComputedStyle(e).overflowX)) return true;
+        }
+        return false;
+      };
+      const width = document.documentElement.clientWidth;
+      const found = [];
+      for (const element of document.querySelectorAll("article p, article li, article code")) {
+        const box = element.getBoundingClientRect();
+        if (box.width > 0 && box.right > width + 1 && !scrolls(element)) {
+          found.push(`${element.tagName.toLowerCase()}: ${element.innerText.slice(0, 60)}`);
+        }
+      }
+      return found;
+    });
+  }
   await context.close();
   return {
     page: name,
+    overflow,
     mode,
     theme: seen.theme,
     typeset,
