@@ -148,17 +148,34 @@ def test_temperature_names_common_mistakes() -> None:
     def ignored(s, t):
         return by_hand_softmax(s)
 
-    def naive(s, t):
-        e = torch.exp(s / t)
-        return e / e.sum(dim=-1, keepdim=True)
-
     label = "ch1-ex-temperature"
     assert "dimension 0" in reasons(label, {"softmax_temperature": dim_0})
     assert "multiplied" in reasons(label, {"softmax_temperature": multiplied})
     assert "left out" in reasons(label, {"softmax_temperature": ignored})
-    # A softmax that overflows passes the public check, not the hidden one.
-    assert run_checks(label, {"softmax_temperature": naive}).passed
-    assert "overflowed" in reasons(label, {"softmax_temperature": naive})
+
+
+def test_temperature_public_check_refuses_a_softmax_that_overflows() -> None:
+    def naive(s, t):  # the formula as written: e^(s / T) overflows for a small T
+        e = torch.exp(s / t)
+        return e / e.sum(dim=-1, keepdim=True)
+
+    label = "ch1-ex-temperature"
+    # Right wherever the scaled scores stay small, as at the public check's T = 0.5 and 2.
+    scores = 3 * torch.randn(3, 5, generator=torch.Generator().manual_seed(202))
+    for t in (0.5, 2.0):
+        assert torch.allclose(naive(scores, t), softmax_temperature(scores, t))
+    # The public check alone, the one a student runs, fails it at T = 0.01, and its hint
+    # names the method without code.
+    result = run_checks(label, {"softmax_temperature": naive})
+    assert not result.passed
+    assert "overflowed" in reasons(label, {"softmax_temperature": naive}, hidden=False)
+    hint = reasons(label, {"softmax_temperature": naive}, hidden=False, hints=True)
+    assert "subtract each row's largest scaled score before exponentiating" in hint
+    assert "amax" not in hint and "max(" not in hint
+    # The check's own scores overflow a naive exp at T = 0.01 (e^x is inf past x = 88.7).
+    assert torch.isinf(torch.exp(scores / 0.01)).any()
+    # The correct answer still passes the public check.
+    assert run_checks(label, {"softmax_temperature": softmax_temperature}).passed
 
 
 def test_temperature_hidden_catches_a_hard_coded_dimension() -> None:
@@ -171,13 +188,15 @@ def test_temperature_hidden_catches_a_hard_coded_dimension() -> None:
     assert not run_checks(label, {"softmax_temperature": dim_1}, hidden=True).passed
 
 
-def test_temperature_hidden_catches_one_maximum_for_the_whole_tensor() -> None:
+def test_temperature_catches_one_maximum_for_the_whole_tensor() -> None:
     def global_max(s, t):  # stable only while every row is near the largest score
         e = torch.exp(s / t - (s / t).max())
         return e / e.sum(dim=-1, keepdim=True)
 
     label = "ch1-ex-temperature"
-    assert run_checks(label, {"softmax_temperature": global_max}).passed  # public
+    # At T = 0.01 the public scores' rows lie hundreds apart: a low row rounds to 0 / 0.
+    assert not run_checks(label, {"softmax_temperature": global_max}).passed  # public
+    assert "rounded to 0" in reasons(label, {"softmax_temperature": global_max}, hidden=False)
     assert "rounded to 0" in reasons(label, {"softmax_temperature": global_max})
 
 

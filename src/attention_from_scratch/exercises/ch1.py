@@ -294,14 +294,18 @@ def assert_softmax_temperature(got: object, scores: torch.Tensor, t: float) -> N
 
 @temperature.check(
     points=1,
-    hint="A temperature divides every score before softmax; then exponentiate and divide "
-    "each slice of the last dimension by its own sum. Keep the summed dimension so that "
-    "the division lines up.",
+    hint="A temperature divides every score before softmax. Divided by a small T, the "
+    "scores are large and their exponentials overflow to inf: subtract each row's largest "
+    "scaled score before exponentiating (softmax is unchanged when a whole row moves by the "
+    "same amount), then divide each row (a slice of the last dimension) by its own sum. "
+    "Keep the reduced dimension so that both line up.",
 )
 def softmax_with_temperature(softmax_temperature):
-    """softmax_temperature(scores, T) on scores of the check's own"""
+    """softmax_temperature(scores, T) at T = 0.5, 2 and 0.01"""
     scores = 3 * torch.randn(3, 5, generator=torch.Generator().manual_seed(202))  # (3, 5)
-    for t in (0.5, 2.0):
+    # At T = 0.01 two rows reach scaled scores of about 470 and 530, and e^x is inf in
+    # float32 past x = 88.7: a softmax that exponentiates them unshifted returns nan.
+    for t in (0.5, 2.0, 0.01):
         got = run_softmax_temperature(softmax_temperature, scores, t)
         assert_softmax_temperature(got, scores, t)
 

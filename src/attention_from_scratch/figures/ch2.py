@@ -10,7 +10,6 @@ from matplotlib.figure import Figure
 
 from .ch1 import query_path_figure
 from .style import (
-    DIAGRAM_INCHES,
     ROLE_COLOURS,
     as_floats,
     inch_figure,
@@ -30,9 +29,11 @@ def draw_projections(
 
     Every matrix is a block of cells, one cell per number, shaded darker for larger
     magnitudes and labelled with its letter and shape, so that the inner sizes of each
-    product visibly match. Inputs are grey, queries blue, keys orange, values green; the
-    scaled scores, which have no role colour, take the heatmap colours (viridis) from 0 to
-    their largest magnitude. Its text is 12 to 14 points, to stay readable on a phone.
+    product visibly match. ``X`` is drawn once, followed by the three weight matrices side by
+    side and, after an equals sign, their three products in the same order. Inputs are grey,
+    queries blue, keys orange, values green; the scaled scores, which have no role colour,
+    take the heatmap colours (viridis) from 0 to their largest magnitude. The figure is under
+    5 inches wide with text of 12 to 14 points, to stay readable on a phone.
 
     Args:
         inputs: ``X``, shape ``(t, d_in)``, 1 to 10 tokens.
@@ -42,7 +43,7 @@ def draw_projections(
         w_value: ``W_v``, shape ``(d_in, d_out_v)``.
 
     Returns:
-        The matplotlib ``Figure``, at most 7 inches wide: the three projections above, the
+        The matplotlib ``Figure``, at most 4.9 inches wide: the three projections above, the
         scaled scores below.
 
     Used in chapter 2.
@@ -59,15 +60,19 @@ def draw_projections(
     d_k = products["key"].shape[1]
     scaled = products["query"] @ products["key"].T / math.sqrt(d_k)  # (t, t)
 
-    # Fixed room for the "X @" and "=" signs and the gaps (3.75 inches), the rest for cells.
-    cells_across = d_in + sum(2 * w.shape[1] for w in weights.values())
-    cell = min(0.3, (DIAGRAM_INCHES - 0.3 - 3.75) / cells_across)
-    top_height = t * cell + 1.2
-    bottom_cell = min(0.3, (DIAGRAM_INCHES - 3.5) / (2 * t + d_k))
-    bottom_height = max(t, d_k) * bottom_cell + 1.2
+    # Under 5 inches wide, so that a phone scaling the figure to 390 pixels shows its 12- and
+    # 14-point text at about 9 and 10 points: X is drawn once, and the three weight matrices
+    # and their three products side by side, a small gap apart.
     big, small = 14, 12  # points: letters and signs; shapes and notes
-    width = DIAGRAM_INCHES
-    height = top_height + bottom_height + 0.2
+    gap = 0.14  # between the three weight matrices, and between the three products
+    widths = [w.shape[1] for w in weights.values()]
+    cells_across = d_in + 2 * sum(widths)
+    cell = min(0.24, (4.9 - 0.2 - 0.8 - 4 * gap) / cells_across)
+    top_height = max(t, d_in) * cell + 1.25
+    bottom_cell = min(0.24, (4.9 - 1.45) / (2 * t + d_k))
+    bottom_height = max(t, d_k) * bottom_cell + 1.7
+    width = 0.1 + cells_across * cell + 4 * gap + 0.8 + 0.1
+    height = top_height + bottom_height + 0.1
     letters = {"query": ("Q", "W_q"), "key": ("K", "W_k"), "value": ("V", "W_v")}
 
     def labelled(
@@ -82,23 +87,25 @@ def draw_projections(
         """A block with its name and shape below it; returns its width."""
         w, h = shaded_block(ax, left, top, matrix, c, colour, cmap=cmap)
         write(ax, left + w / 2, top - h - 0.08, f"${name}$", va="top", size=big)
-        write(ax, left + w / 2, top - h - 0.4, str(tuple(matrix.shape)), va="top", size=small)
+        write(ax, left + w / 2, top - h - 0.46, str(tuple(matrix.shape)), va="top", size=small)
         return w
 
     with inch_figure(width, height) as (fig, ax):
         top = height - 0.45
         write(ax, 0.05, height - 0.18, "1. project: one product per role", ha="left", size=big)
         left = 0.1
-        left += labelled(left, top, x, cell, ROLE_COLOURS["input"], "X") + 0.35
-        for role, (letter, w_name) in letters.items():
+        left += labelled(left, top, x, cell, ROLE_COLOURS["input"], "X")
+        write(ax, left + 0.2, top - t * cell / 2, "@", size=big)
+        left += 0.4
+        for role, (_, w_name) in letters.items():
             matrix = weights[f"w_{role}"]
-            write(ax, left - 0.02, top - t * cell / 2, "X @", ha="left", size=big)
-            left += 0.52
-            w = labelled(left, top, matrix, cell, ROLE_COLOURS[role], w_name)
-            write(ax, left + w + 0.14, top - t * cell / 2, "=", size=big)
-            left += w + 0.28
-            left += labelled(left, top, products[role], cell, ROLE_COLOURS[role], letter) + 0.35
-        top = bottom_height - 0.45
+            left += labelled(left, top, matrix, cell, ROLE_COLOURS[role], w_name) + gap
+        left -= gap
+        write(ax, left + 0.2, top - t * cell / 2, "=", size=big)
+        left += 0.4
+        for role, (letter, _) in letters.items():
+            left += labelled(left, top, products[role], cell, ROLE_COLOURS[role], letter) + gap
+        top = bottom_height - 0.95
         write(
             ax,
             0.05,
@@ -107,19 +114,18 @@ def draw_projections(
             ha="left",
             size=big,
         )
-        left = 0.3
+        left = 0.1
         c = bottom_cell
         w = labelled(left, top, products["query"], c, ROLE_COLOURS["query"], "Q")
-        write(ax, left + w + 0.17, top - t * c / 2, "@", size=big)
-        left += w + 0.34
+        write(ax, left + w + 0.15, top - t * c / 2, "@", size=big)
+        left += w + 0.3
         w = labelled(left, top, products["key"].T, c, ROLE_COLOURS["key"], r"K^\top")
-        write(ax, left + w + 0.5, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=big)
-        left += w + 1.0
+        write(ax, left + w + 0.45, top - t * c / 2, rf"$/\sqrt{{{d_k}}}$ =", size=big)
+        left += w + 0.9
         # Scores have no role colour: the heatmap colours, as every score matrix in the book.
         w = labelled(left, top, scaled, c, "", r"\omega / \sqrt{d_k}", cmap="viridis")
-        write(ax, left + w + 0.1, top - c / 2, "row i:\nquery i", ha="left", va="top", size=small)
-        notes = (left + w + 0.1, top - 2.5 * c)
-        write(ax, *notes, "column j:\nkey j", ha="left", va="top", size=small)
+        notes = "row i: query i\ncolumn j: key j"
+        write(ax, left + w / 2, top + 0.08, notes, va="bottom", size=small)
     return fig
 
 
@@ -133,10 +139,10 @@ def draw_query_path(
 ) -> Figure:
     """Draw one query's path through scaled dot-product attention, with its real numbers.
 
-    As :func:`draw_context_vector`, with trainable projections: one row per token ``j``, its
-    key ``k^(j)``, the score ``omega_qj = q^(q) . k^(j)``, the weight
-    ``alpha_qj = softmax_j(omega_qj / sqrt(d_k))`` as a bar and a number, and the weighted
-    value ``alpha_qj v^(j)``; the bottom row adds them up into ``z^(q)``.
+    As :func:`draw_context_vector`, with trainable projections: one row per token ``j`` in
+    two tables, the upper with its key ``k^(j)``, the score ``omega_qj = q^(q) . k^(j)`` and
+    the weight ``alpha_qj = softmax_j(omega_qj / sqrt(d_k))`` as a bar and a number, the
+    lower with the weighted value ``alpha_qj v^(j)``, and under them their sum, ``z^(q)``.
 
     Args:
         queries: ``Q``, shape ``(t, d_out)``, 1 to 10 tokens and 1 to 4 features.
@@ -152,4 +158,4 @@ def draw_query_path(
     """
     queries, keys, values = as_floats(queries), as_floats(keys), as_floats(values)
     labels = token_labels(tokens, queries.shape[0])
-    return query_path_figure(queries[query], keys, values, labels, query, scaled=True, legible=True)
+    return query_path_figure(queries[query], keys, values, labels, query, scaled=True)
