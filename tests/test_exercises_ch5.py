@@ -131,13 +131,34 @@ def test_merged_stride_refuses_view_and_names_contiguity_mistake() -> None:
     assert "only the two merged dimensions matter" in text
 
 
-def test_merged_stride_without_size_one_dimensions_loses_the_hidden_point() -> None:
+def test_merged_stride_without_size_one_dimensions_fails_the_public_check() -> None:
     def rule_only(shape, strides, k):
         if strides[k] == shape[k + 1] * strides[k + 1]:
             return strides[k + 1]
         return None
 
-    points, possible, text = reasons("ch5-ex-view-noncontiguous", {"merged_stride": rule_only})
+    # The public check has a dimension of size 1 whose stride breaks the rule: a student sees
+    # the mistake before grading, and why.
+    public = run_checks("ch5-ex-view-noncontiguous", {"merged_stride": rule_only})
+    assert public.earned == 0 < public.possible
+    text = " ".join(r.reason for r in public.checks if not r.passed)
+    assert "size 1 is never stepped along" in text
+    points, _, text = reasons("ch5-ex-view-noncontiguous", {"merged_stride": rule_only})
+    assert points == 0
+    assert "size 1" in text
+
+
+def test_merged_stride_with_half_the_size_one_rule_loses_the_hidden_point() -> None:
+    def trailing_only(shape, strides, k):
+        if shape[k + 1] == 1:  # handled; a leading dimension of size 1 is not
+            return strides[k]
+        if strides[k] == shape[k + 1] * strides[k + 1]:
+            return strides[k + 1]
+        return None
+
+    public = run_checks("ch5-ex-view-noncontiguous", {"merged_stride": trailing_only})
+    assert public.earned == public.possible > 0
+    points, possible, text = reasons("ch5-ex-view-noncontiguous", {"merged_stride": trailing_only})
     assert 0 < points < possible
     assert "size 1" in text
 

@@ -85,8 +85,8 @@ def attention(
             broadcasts to ``(..., t, s)``: a causal mask ``(t, t)``, a padding mask
             ``(b, 1, 1, s)``, one mask per sequence ``(b, t, s)``.
         dropout_p: the probability of zeroing a weight; the caller passes
-            ``self.dropout.p if self.training else 0.0``, since a function knows no
-            training mode.
+            ``self.dropout.p if self.training else 0.0``, since a function has no mode of
+            its own: it drops whatever it is asked to.
         scale: the factor of the queries, ``d ** -0.5`` when ``None``.
 
     Returns:

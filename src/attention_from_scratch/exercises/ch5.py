@@ -356,11 +356,22 @@ def _check_merged_stride(merged_stride: object, cases: list[tuple[Any, ...]]) ->
         if expected is None:
             assert got is None, f"{where}: view cannot merge them, so the answer is None"
             continue
+        size_one = 1 in (shape[k], shape[k + 1])
+        if size_one:  # any stride is allowed along a dimension of size 1
+            assert got is not None, (
+                f"{where}: view can merge them; a dimension of size 1 is never stepped along, "
+                "so its stride does not matter"
+            )
         assert got is not None, (
             f"{where}: view can merge them, although the tensor may not be contiguous; only "
             "the two merged dimensions matter"
         )
         assert _is_int(got), f"{where}: return an int stride or None, got {type(got).__name__}"
+        if size_one:
+            assert got == expected, (
+                f"{where}: got stride {got}; the merged dimension steps the way the dimension "
+                "that is not of size 1 does"
+            )
         assert got == expected, f"{where}: got stride {got}, not the one view gives"
 
 
@@ -372,7 +383,10 @@ def _check_merged_stride(merged_stride: object, cases: list[tuple[Any, ...]]) ->
     "dimensions do?",
 )
 def merged_stride_by_hand(merged_stride):
-    _check_merged_stride(merged_stride, merge_cases(7, 12, size_one=False, huge=2))
+    cases = merge_cases(7, 12, size_one=False, huge=2)
+    # A dimension of size 1 may have any stride, here one the stride rule would refuse.
+    cases.append(((3, 1, 4), (5, 99, 2), 0))
+    _check_merged_stride(merged_stride, cases)
 
 
 # ------------------------------------------------------------------------------- slicing

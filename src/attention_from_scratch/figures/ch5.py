@@ -17,6 +17,7 @@ from matplotlib.text import Text
 
 from .._checks import check_positive_int
 from .style import (
+    FONT_PT,
     HEAD_COLOURS,
     LABEL_PT,
     LAYOUT_ROW_GREYS,
@@ -31,8 +32,8 @@ from .style import (
 # One row of storage cells must fit the column with indices such as "[15]": 16 cells of
 # 0.34 inches make 5.6 inches.
 _LAYOUT_UP_TO = 16
-# A layout cell holds two lines of 10-point text; 12 storage cells then make a figure about
-# 4.4 inches wide, which a phone shows at about 90 % (9 points).
+# A layout cell holds its value in 10-point text over its index in 9-point text; 12 storage
+# cells then make a figure about 4.4 inches wide, which a phone shows at about 90 %.
 _LAYOUT_CELL_INCHES = 0.34
 _LAYOUT_PT = 10
 
@@ -254,5 +255,8 @@ def _draw_cell(
 ) -> None:
     """One cell of a layout picture: its value above, its storage index below."""
     ax.add_patch(plt.Rectangle((left, bottom), 1, 1, facecolor=colour, edgecolor="black"))
-    ax.text(left + 0.5, bottom + 0.7, f"{value:.3g}", ha="center", va="center", fontsize=_LAYOUT_PT)
-    ax.text(left + 0.5, bottom + 0.28, f"[{index}]", ha="center", va="center", fontsize=_LAYOUT_PT)
+    ax.text(
+        left + 0.5, bottom + 0.69, f"{value:.3g}", ha="center", va="center", fontsize=_LAYOUT_PT
+    )
+    # The index one point smaller, so that "[10]" keeps clear of the cell's borders.
+    ax.text(left + 0.5, bottom + 0.27, f"[{index}]", ha="center", va="center", fontsize=FONT_PT)
