@@ -310,14 +310,18 @@ def plot_attention_lines(
     step = 0.22 if max(t, s) > 12 else 0.3
     panel_height = max(t, s) * step + 0.6
     longest = max(len(label) for label in rows_labels + cols_labels)
-    # Two heads need no more than 5.2 inches: a narrower figure is scaled down less on a phone.
-    panel_width = min(2.6, DIAGRAM_INCHES / cols)
+    # Two panels side by side take 4 inches, which a phone 390 pixels wide shows at nearly
+    # 100 pixels per inch: 9-point labels stay 12 pixels high. Eight heads take the column.
+    panel_width = {1: 2.6, 2: 2.0}.get(cols, DIAGRAM_INCHES / cols)
     width = cols * panel_width
     label_room = min(0.1 + 0.075 * longest, panel_width * 0.3)
-    height = grid_rows * panel_height + (0.35 if title else 0.05) + 0.3
+    key = "queries on the left, keys on the right; a line's opacity is its weight"
+    if width < 4.5:  # the key takes 4.3 inches on one line
+        key = key.replace("; ", ";\n")
+    key_room = 0.3 if "\n" not in key else 0.45
+    height = grid_rows * panel_height + (0.35 if title else 0.05) + key_room
     with inch_figure(width, height) as (fig, ax):
-        key = "queries on the left, keys on the right; a line's opacity is its weight"
-        write(ax, 0.05, 0.15, key, ha="left", color="#444444")
+        write(ax, 0.05, key_room / 2, key, ha="left", color="#444444")
         if title:
             write(ax, width / 2, height - 0.17, title, size=LABEL_PT + 1)
         for head in range(h):
