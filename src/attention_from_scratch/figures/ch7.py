@@ -111,14 +111,18 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     """
     t, s, block = num_queries, num_keys, block_size
     offset = s - t
-    cell = min(0.26, 4.0 / max(t, s))
-    width = s * cell + 2.85
-    height = t * cell + 1.2
+    # Under 4.5 inches wide, the legend below the grid: a phone (about 4 inches) then scales
+    # the 10-point text down little.
+    cell = min(0.26, 3.3 / max(t, s))
+    left = 0.75  # right of the query numbers and "query ↓"
+    legend_height = 3 * 0.32  # one entry a line
+    width = max(left + s * cell + 0.15, 4.0)  # the sizes' line is about 3.3 inches long
+    height = 0.6 + t * cell + 0.15 + legend_height + 0.45
     counts = {"computed": 0, "partly masked": 0, "skipped": 0}
     fill = "#BDBDBD"  # of a computed tile: neutral grey, scores have no role colour
     hatched = {"facecolor": "white", "edgecolor": ROLE_COLOURS["mask"], "hatch": "////", "lw": 0}
     with inch_figure(width, height) as (fig, ax):
-        left, top = 0.75, height - 0.75
+        top = height - 0.6
         for q0 in range(0, t, block):
             bq = min(block, t - q0)
             last_key = offset + q0 + bq
@@ -146,12 +150,12 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                     Rectangle(corner, w, h, fill=False, lw=2.0, edgecolor=edge, linestyle=style)
                 )
         for i in range(0, t, block):
-            write(ax, left - 0.06, top - i * cell - cell / 2, str(i), ha="right")
+            write(ax, left - 0.06, top - i * cell - cell / 2, str(i), ha="right", size=LABEL_PT)
         for j in range(0, s, block):
-            write(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom")
-        write(ax, left + s * cell / 2, top + 0.3, "key →", va="bottom")
-        write(ax, left - 0.06, top + 0.3, "query ↓", ha="right", va="bottom")
-        legend_x = left + s * cell + 0.2
+            write(ax, left + (j + 0.5) * cell, top + 0.05, str(j), va="bottom", size=LABEL_PT)
+        write(ax, left + s * cell / 2, top + 0.32, "key →", va="bottom", size=LABEL_PT)
+        write(ax, left - 0.06, top + 0.32, "query ↓", ha="right", va="bottom", size=LABEL_PT)
+        legend_top = top - t * cell - 0.15
         for k, (kind, face, edge, hatch, style) in enumerate(
             (
                 ("computed", fill, "black", None, "-"),
@@ -159,12 +163,12 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                 ("skipped", "white", ROLE_COLOURS["mask"], None, (0, (3, 2))),
             )
         ):
-            y = top - 0.2 - k * 0.45
+            y = legend_top - (k + 0.5) * 0.32
             ax.add_patch(
                 Rectangle(
-                    (legend_x, y - 0.12),
-                    0.3,
-                    0.3,
+                    (left, y - 0.1),
+                    0.2,
+                    0.2,
                     facecolor=face,
                     edgecolor=edge,
                     hatch=hatch,
@@ -172,9 +176,10 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
                     lw=1.5,
                 )
             )
-            write(ax, legend_x + 0.4, y + 0.03, f"{kind}: {counts[kind]}", ha="left")
+            label = f"{kind}: {counts[kind]}"
+            write(ax, left + 0.3, y, label, ha="left", size=LABEL_PT)
         sizes = f"t = {t} queries, s = {s} keys, tiles of {block} × {block}"
-        write(ax, left, 0.2, sizes, ha="left")
+        write(ax, 0.1, 0.2, sizes, ha="left", size=LABEL_PT)
     fig.axes[0].set_label(" ".join(f"{kind}={n}" for kind, n in counts.items()))
     return fig
 
