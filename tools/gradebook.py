@@ -30,6 +30,8 @@ SUBMISSION = "submission"
 POINTS_POSSIBLE = "Points Possible"
 COLUMN = "Attention from Scratch ch{}"
 CHAPTER = re.compile(r"^ch(\d+)-ex-")
+# The LMS identifiers that name a student for good, in the order they are preferred.
+KEY_COLUMNS = ("ID", "SIS User ID", "SIS Login ID", "ID number", "Email address", "Username")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,23 @@ class Roster:
     def files(self, row: Mapping[str, str]) -> list[str]:
         """The notebook file names of one student."""
         return [name.strip() for name in row.get(SUBMISSION, "").split(";") if name.strip()]
+
+    def student(self, row: Mapping[str, str]) -> str:
+        """The key of one student's variant: the LMS's own identifier where the export has
+        one (Canvas's `ID`, Moodle's `ID number`, ...), else the first column."""
+        for name in (*KEY_COLUMNS, *self.columns):
+            if row.get(name, "").strip():
+                return f"{name}={row[name].strip()}"
+        raise ValueError(f"ROSTER: a row with no identifier in any of {list(self.columns)}")
+
+    def students_by_file(self) -> dict[str, str]:
+        """Each notebook file name of the roster, with its student's key."""
+        return {
+            name: self.student(row)
+            for row in self.rows
+            if not self.is_points_possible(row)
+            for name in self.files(row)
+        }
 
     @staticmethod
     def is_points_possible(row: Mapping[str, str]) -> bool:

@@ -1,8 +1,11 @@
 """The course's grader, `make grade SUBMISSIONS=DIR` (`tools/grade.py` is its command line).
 
 - ``config.py``: the frozen, typed configuration, checked once;
+- ``spec.py``: how a graded exercise is written (``grading/chN.py`` holds them);
+- ``graded.py``: where they come from, and each student's variant;
+- ``channel.py`` and ``kernel_side.py``: the data-only channel to the student's kernel;
 - ``sandbox.py``: the bubblewrap sandbox and limits each kernel runs in;
-- ``run.py``: one notebook run in a fresh kernel with the grader's cells, and scored;
+- ``run.py``: one notebook run in a fresh kernel, its answers called and judged;
 - ``folder.py``: a folder graded, each notebook in a process of its own;
 - ``report.py``: the one row type, grades.csv and the feedback files;
 - ``cli.py``: the command line.
@@ -11,14 +14,16 @@
 from __future__ import annotations
 
 from .cli import main
-from .config import DEFAULT_HIDDEN, SANDBOXES, GradingConfig, Limits
+from .config import DEFAULT_GRADING, DEFAULT_SECRET, SANDBOXES, GradingConfig, Limits
 from .folder import grade_folder
+from .graded import load_all, load_chapter, read_secret, variant_rng, variant_seed
 from .report import ExerciseScore, ManualExercise, Row, feedback_text, write_csv
 from .sandbox import ADVICE, SandboxUnavailable, sandbox_command, sandbox_problem
 
 __all__ = [
     "ADVICE",
-    "DEFAULT_HIDDEN",
+    "DEFAULT_GRADING",
+    "DEFAULT_SECRET",
     "SANDBOXES",
     "ExerciseScore",
     "GradingConfig",
@@ -28,8 +33,13 @@ __all__ = [
     "SandboxUnavailable",
     "feedback_text",
     "grade_folder",
+    "load_all",
+    "load_chapter",
     "main",
+    "read_secret",
     "sandbox_command",
     "sandbox_problem",
+    "variant_rng",
+    "variant_seed",
     "write_csv",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradebook  # tools/gradebook.py, beside this package
 
-from .config import DEFAULT_HIDDEN, DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT, SANDBOXES
+from .config import DEFAULT_GRADING, DEFAULT_MEMORY_GIB, DEFAULT_SECRET, DEFAULT_TIMEOUT, SANDBOXES
 from .folder import grade_folder, grade_one
 from .report import points_text
 from .sandbox import SandboxUnavailable
@@ -23,7 +23,15 @@ def parser() -> argparse.ArgumentParser:
     options.add_argument("submissions", type=Path, help="folder of submitted .ipynb files")
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds each")
     options.add_argument("--workers", type=int, default=2, help="notebooks run in parallel")
-    options.add_argument("--hidden", type=Path, default=DEFAULT_HIDDEN, help="hidden checks")
+    options.add_argument(
+        "--grading", type=Path, default=DEFAULT_GRADING, help="the graded exercises, chN.py"
+    )
+    options.add_argument(
+        "--secret",
+        type=Path,
+        default=DEFAULT_SECRET,
+        help="the course's secret, which seeds each student's variant (made if missing)",
+    )
     options.add_argument(
         "--sandbox",
         choices=SANDBOXES,
@@ -39,7 +47,6 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="the LMS's class list with a `submission` column: also write gradebook.csv",
     )
-    options.add_argument("--checks", type=Path, action="append", default=[], help=argparse.SUPPRESS)
     return options
 
 
@@ -58,8 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.submissions,
             timeout=args.timeout,
             workers=args.workers,
-            hidden_dir=args.hidden,
-            check_files=args.checks,
+            grading_dir=args.grading,
+            secret_path=args.secret,
+            students=roster.students_by_file() if roster is not None else None,
             sandbox=args.sandbox,
             memory_gib=args.memory,
         )

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-DEFAULT_HIDDEN = ROOT / "grading" / "hidden"
+DEFAULT_GRADING = ROOT / "grading"
+DEFAULT_SECRET = DEFAULT_GRADING / ".secret"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_MEMORY_GIB = 8.0
 # Output a notebook may send the grader (the rest is dropped and counted in the notes).
@@ -53,9 +54,9 @@ class GradingConfig:
     """How every notebook of a folder is graded.
 
     Args:
-        timeout: seconds a notebook may run, in all.
-        hidden_dir: the folder of hidden checks (absolute), or None.
-        check_files: extra files of checks (absolute; the tests' made-up chapter).
+        timeout: seconds a notebook may run, in all, its graded calls included.
+        grading_dir: the folder of graded exercises, ``chN.py`` (absolute).
+        secret: the course's secret, which seeds each student's variant.
         sandbox: ``"bwrap"`` (each kernel in its sandbox) or ``"none"`` (no isolation).
         limits: what each kernel may use.
         output_bytes: output a notebook may send before the rest is dropped.
@@ -65,8 +66,8 @@ class GradingConfig:
     """
 
     timeout: float
-    hidden_dir: str | None
-    check_files: tuple[str, ...]
+    grading_dir: str
+    secret: str
     sandbox: str
     limits: Limits
     output_bytes: int = OUTPUT_BYTES
@@ -81,12 +82,10 @@ class GradingConfig:
             raise ValueError(f"timeout: expected a number of seconds > 0, got {self.timeout!r}")
         if self.sandbox not in SANDBOXES:
             raise ValueError(f"sandbox: expected one of {SANDBOXES}, got {self.sandbox!r}")
-        if self.hidden_dir is not None and not isinstance(self.hidden_dir, str):
-            raise ValueError(f"hidden_dir: expected a str or None, got {self.hidden_dir!r}")
-        if not isinstance(self.check_files, tuple) or not all(
-            isinstance(path, str) for path in self.check_files
-        ):
-            raise ValueError(f"check_files: expected a tuple of str, got {self.check_files!r}")
+        if not isinstance(self.grading_dir, str) or not Path(self.grading_dir).is_absolute():
+            raise ValueError(f"grading_dir: expected an absolute path, got {self.grading_dir!r}")
+        if not isinstance(self.secret, str) or len(self.secret) < 32:
+            raise ValueError("secret: expected a str of at least 32 characters")
         if not isinstance(self.limits, Limits):
             raise ValueError(f"limits: expected Limits, got {type(self.limits).__name__}")
         if isinstance(self.output_bytes, bool) or not isinstance(self.output_bytes, int):
@@ -99,8 +98,8 @@ class GradingConfig:
         cls,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        hidden_dir: str | Path | None = DEFAULT_HIDDEN,
-        check_files: tuple[str | Path, ...] | list[str | Path] = (),
+        grading_dir: str | Path = DEFAULT_GRADING,
+        secret: str,
         sandbox: str = "bwrap",
         memory_gib: float = DEFAULT_MEMORY_GIB,
         processes: int = 0,
@@ -127,8 +126,8 @@ class GradingConfig:
         cpus = os.cpu_count() or 1
         return cls(
             timeout=float(timeout),
-            hidden_dir=str(Path(hidden_dir).resolve()) if hidden_dir else None,
-            check_files=tuple(str(Path(p).resolve()) for p in check_files),
+            grading_dir=str(Path(grading_dir).resolve()),
+            secret=secret,
             sandbox=sandbox,
             limits=Limits(
                 address_space=int(memory_gib * 2**30),
@@ -143,10 +142,9 @@ class GradingConfig:
         return "bwrap" if self.sandbox == "bwrap" else "none: not isolated"
 
     def to_json(self) -> str:
-        """The configuration as JSON, for the process that grades one notebook."""
-        data = asdict(self)
-        data["check_files"] = list(self.check_files)
-        return json.dumps(data)
+        """The configuration as JSON, for the process that grades one notebook (through its
+        standard input: the secret never reaches a command line or an environment)."""
+        return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> GradingConfig:
@@ -160,9 +158,6 @@ class GradingConfig:
             raise ValueError("config: expected a JSON object with its limits")
         try:
             limits = Limits(**data.pop("limits"))
-            check_files = data.pop("check_files")
-            if not isinstance(check_files, list):
-                raise ValueError(f"check_files: expected a list, got {check_files!r}")
-            return cls(limits=limits, check_files=tuple(check_files), **data)
+            return cls(limits=limits, **data)
         except TypeError as error:  # a field missing or unexpected
             raise ValueError(f"config: {error}") from error

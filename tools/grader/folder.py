@@ -6,11 +6,18 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .config import DEFAULT_HIDDEN, DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT, GradingConfig
+from .config import (
+    DEFAULT_GRADING,
+    DEFAULT_MEMORY_GIB,
+    DEFAULT_SECRET,
+    DEFAULT_TIMEOUT,
+    GradingConfig,
+)
+from .graded import read_secret
 from .report import Row, write_csv, write_feedback
 from .sandbox import ADVICE, SandboxUnavailable, own_processes, sandbox_problem
 
@@ -20,12 +27,15 @@ SCRIPT = Path(__file__).resolve().parent.parent / "grade.py"
 OUTPUTS = {"grades.csv", "feedback", "gradebook.csv"}
 
 
-def run_child(path: Path, config: GradingConfig) -> Row:
+def run_child(path: Path, config: GradingConfig, student: str | None = None) -> Row:
     """Grade one notebook in a process of its own; a process that fails is a row too."""
     with tempfile.TemporaryDirectory(prefix="grade-result-") as scratch:
         out = Path(scratch) / "result.json"
-        # The configuration goes through stdin, not the command line or the environment.
-        payload = json.dumps({"config": config.to_json(), "path": str(path), "out": str(out)})
+        # The configuration, with the secret, goes through stdin, not the command line or the
+        # environment.
+        payload = json.dumps(
+            {"config": config.to_json(), "path": str(path), "out": str(out), "student": student}
+        )
         status, notes = f"timeout after {config.timeout:g} s", "the grader stopped it"
         try:
             child = subprocess.run(
@@ -50,7 +60,8 @@ def grade_one(payload: str) -> None:
     from .run import grade_notebook
 
     data = json.loads(payload)
-    row = grade_notebook(Path(data["path"]), GradingConfig.from_json(data["config"]))
+    config = GradingConfig.from_json(data["config"])
+    row = grade_notebook(Path(data["path"]), config, data.get("student"))
     Path(data["out"]).write_text(json.dumps(row.to_dict()))
 
 
@@ -59,12 +70,16 @@ def grade_folder(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     workers: int = 2,
-    hidden_dir: str | Path | None = DEFAULT_HIDDEN,
-    check_files: Iterable[str | Path] = (),
+    grading_dir: str | Path = DEFAULT_GRADING,
+    secret_path: str | Path = DEFAULT_SECRET,
+    students: Mapping[str, str] | None = None,
     sandbox: str = "bwrap",
     memory_gib: float = DEFAULT_MEMORY_GIB,
 ) -> list[Row]:
     """Grade every file of ``folder``; write grades.csv and feedback/; return the rows.
+
+    Each notebook gets its student's variant: ``students`` maps a file name to its student's
+    key (from the roster); a file it does not name is its own student.
 
     Raises:
         FileNotFoundError: ``folder`` is not a folder.
@@ -83,8 +98,8 @@ def grade_folder(
         processes = own_processes() + 1024
     config = GradingConfig.make(
         timeout=timeout,
-        hidden_dir=hidden_dir,
-        check_files=list(check_files),
+        grading_dir=grading_dir,
+        secret=read_secret(Path(secret_path)).decode("ascii"),
         sandbox=sandbox,
         memory_gib=memory_gib,
         processes=processes,
@@ -94,8 +109,13 @@ def grade_folder(
     )
     notebooks = [p for p in files if p.suffix == ".ipynb" and p.is_file()]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        keys = students or {}
         graded = dict(
-            zip(notebooks, pool.map(lambda p: run_child(p, config), notebooks), strict=False)
+            zip(
+                notebooks,
+                pool.map(lambda p: run_child(p, config, keys.get(p.name)), notebooks),
+                strict=False,
+            )
         )
     rows = []
     for path in files:

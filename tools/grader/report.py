@@ -8,7 +8,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_from_scratch.exercises import CheckResult
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One graded check of one submission, as the grader judged it."""
+
+    name: str
+    title: str
+    points: float
+    passed: bool
+    hint: str
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "points": self.points,
+            "passed": self.passed,
+            "hint": self.hint,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckResult:
+        """The result written by :meth:`to_dict`."""
+        return cls(
+            str(data["name"]),
+            str(data["title"]),
+            float(data["points"]),
+            bool(data["passed"]),
+            str(data["hint"]),
+            str(data["reason"]),
+        )
 
 
 def points_text(value: float | None) -> str:
@@ -22,9 +55,9 @@ class ExerciseScore:
 
     Args:
         earned: the points earned.
-        possible: the points possible (hidden checks included).
-        checks: one result per check, as the grader scored it.
-        error: why the exercise was not checked, or what was tampered with ("" if neither).
+        possible: the points possible.
+        checks: one result per check, as the grader judged it.
+        error: why the exercise was not checked ("" when it was).
     """
 
     earned: float

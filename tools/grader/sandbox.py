@@ -65,17 +65,17 @@ def sandbox_problem() -> str | None:
 
 
 def readable_paths(config: GradingConfig) -> list[Path]:
-    """What a kernel must read: Python, its packages, the course package and the checks."""
+    """What a kernel must read: Python, its packages and the course package; never the
+    grader's own folder or the graded exercises, whose references a kernel could call."""
     import attention_from_scratch
 
     paths = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)]
     paths.append(Path(sys.executable).resolve().parent.parent)
     paths += [Path(p) for p in sys.path if p and Path(p).is_dir()]
     paths.append(Path(attention_from_scratch.__file__).resolve().parent.parent)
-    if config.hidden_dir:
-        paths.append(Path(config.hidden_dir))
-    paths += [Path(p) for p in config.check_files]
-    return [p.resolve() for p in paths if p.exists()]
+    kept = [p.resolve() for p in paths if p.exists()]
+    private = [Path(__file__).resolve().parents[1], Path(config.grading_dir).resolve()]
+    return [p for p in kept if not any(p == q or q in p.parents or p in q.parents for q in private)]
 
 
 def sandbox_command(workdir: Path, config: GradingConfig) -> list[str]:
@@ -102,6 +102,11 @@ def sandbox_command(workdir: Path, config: GradingConfig) -> list[str]:
         if not any(path == b or b in path.parents for b in bound):
             argv += ["--ro-bind", str(path), str(path)]
             bound.append(path)
+    # The grader's folder and the graded exercises stay out of reach even where a system
+    # folder bound above holds them: an empty folder is mounted over each.
+    for private in (Path(__file__).resolve().parents[1], Path(config.grading_dir).resolve()):
+        if any(b == private or b in private.parents for b in bound):
+            argv += ["--tmpfs", str(private)]
     scratch = workdir / "scratch"
     argv += ["--bind", str(workdir), str(workdir), "--chdir", str(scratch)]
     environment = {

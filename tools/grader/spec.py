@@ -1,0 +1,274 @@
+"""How a graded exercise is written: what the grader draws, how it calls the student's code,
+and how it judges what comes back (CONTRIBUTING.md, "Grading outside the student's reach").
+
+A chapter's graded exercises live in ``grading/chN.py``, beside the repository's tools and never
+in the package students install. Each is a :class:`GradedExercise`: its label, its checks
+(name, points, hint) and :meth:`GradedExercise.cases`, which draws the inputs of one grading
+run from a random generator and returns :class:`Case` s. A case is one :class:`Call` of the
+student's code and a *judge*, a function of what the call returned that says what is wrong
+(a short reason) or nothing when it is right; a check passes when every case of it does. The
+judge runs in the grader's process, with the expected values the grader computed there from its
+own references; the student's kernel only runs the call and sends back tensors and numbers
+(``channel.py``), so nothing it does to itself changes a verdict.
+
+What a call may pass to the student's code (:data:`Argument`): numbers, strings, ``None``,
+tuples and lists of them, arrays (``numpy`` or ``torch``, rebuilt as CPU tensors of the same
+dtype), a :class:`Seeded` ``torch.Generator``, a :class:`Module` of the course package rebuilt
+from its class, keyword arguments and weights, and the :class:`Result` of an earlier step of
+the same call. What comes back (:data:`Returned`): the same kinds, tensors as
+:class:`Tensor` (an array with torch's dtype name), modules as :class:`ModuleState`, anything
+else as :class:`Other`; a step that raised gives :class:`Raised`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeAlias
+
+import numpy as np
+
+# ---- what a call sends ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A ``torch.Generator`` seeded with ``seed``, built in the kernel."""
+
+    seed: int
+
+
+@dataclass(frozen=True)
+class Module:
+    """A module of the course package (``attention_from_scratch.<name>``) built in the kernel
+    with ``kwargs``, its parameters and buffers then set from ``state``, in ``training`` mode
+    or in evaluation mode."""
+
+    name: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+    training: bool = False
+
+
+@dataclass(frozen=True)
+class Result:
+    """What step ``index`` of the same call returned (an object the student made, which stays
+    in the kernel: a module, a cache, a function)."""
+
+    index: int
+
+
+Argument: TypeAlias = Any  # numbers, str, None, arrays, Seeded, Module, Result, tuples, lists
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call in the kernel: ``target(*args, **kwargs)``, or ``target.method(...)``.
+
+    ``target`` is a name the notebook defines (``"window_mask"``) or a :class:`Result`.
+    ``called=False`` reads the target (or its attribute ``method``) instead of calling it.
+    ``send_back`` says whether what it returns comes back to the grader; ``arguments_after``
+    also sends back the arguments as they are after the call (to see whether the student's
+    code changed them).
+    """
+
+    target: str | Result
+    method: str | None = None
+    args: tuple[Argument, ...] = ()
+    kwargs: dict[str, Argument] = field(default_factory=dict)
+    send_back: bool = True
+    arguments_after: bool = False
+    called: bool = True
+
+
+@dataclass(frozen=True)
+class Call:
+    """Steps run in order in the student's kernel; ``shown`` describes it in the feedback."""
+
+    steps: tuple[Step, ...]
+    shown: str = ""
+
+
+def call(name: str, *args: Argument, shown: str = "", **kwargs: Argument) -> Call:
+    """A call of one function the notebook defines."""
+    return Call((Step(name, None, tuple(args), dict(kwargs)),), shown)
+
+
+def read(name: str, shown: str = "") -> Call:
+    """The value of one name the notebook defines."""
+    return Call((Step(name, called=False),), shown)
+
+
+# ---- what comes back --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor the student's code returned: its values and torch's name of its dtype."""
+
+    array: np.ndarray
+    dtype: str  # "torch.float32", "torch.bool", ...
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+
+@dataclass(frozen=True)
+class ModuleState:
+    """A module the student's code returned: its class name, its mode and its state dict."""
+
+    name: str
+    training: bool
+    state: dict[str, Tensor]
+
+
+@dataclass(frozen=True)
+class Other:
+    """A value of a kind the channel does not carry, by the name of its type."""
+
+    type_name: str
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The step raised: the exception's type name and the start of its message."""
+
+    type_name: str
+    message: str
+
+
+Returned: TypeAlias = Any  # Tensor, int, float, bool, str, None, list, ModuleState, Other, Raised
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step gave: ``value`` (a :data:`Returned`) and, when asked, its tensor
+    arguments after the call."""
+
+    value: Returned
+    arguments: tuple[Returned, ...] = ()
+
+
+# ---- an exercise ------------------------------------------------------------------------------
+
+#: A judge gets the results of its call's steps and returns what is wrong, or None.
+Judge: TypeAlias = Callable[[Sequence[StepResult]], str | None]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A graded check: its name, the points it earns, a title and the hint shown when it fails.
+
+    A hint names what to look at, never the answer.
+    """
+
+    name: str
+    points: float
+    title: str
+    hint: str
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.points, int | float) and math.isfinite(self.points)):
+            raise ValueError(f"points: expected a finite number, got {self.points!r}")
+        if self.points <= 0:
+            raise ValueError(f"points: expected a number > 0, got {self.points!r}")
+        if not self.hint.strip() or not self.title.strip():
+            raise ValueError(f"{self.name}: expected a title and a hint")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of the student's code for one check, and its judge."""
+
+    check: str
+    call: Call
+    judge: Judge
+
+
+class GradedExercise:
+    """An auto-graded exercise as the grader sees it; subclasses set the class attributes and
+    write :meth:`cases`.
+
+    Attributes:
+        label: the exercise's label in the book, ``chN-ex-name``.
+        checks: its graded checks, each with its points.
+        manual_points: points a person grades (an answer in words), 0 if none.
+        rubric: what that person looks for (never shown to students).
+    """
+
+    label: ClassVar[str]
+    checks: ClassVar[tuple[Check, ...]] = ()
+    manual_points: ClassVar[float] = 0
+    rubric: ClassVar[str] = ""
+
+    @property
+    def chapter(self) -> int:
+        return int(self.label[2:].split("-", 1)[0])
+
+    @property
+    def points(self) -> float:
+        """Auto-graded points."""
+        return float(sum(check.points for check in self.checks))
+
+    def cases(self, rng: np.random.Generator) -> list[Case]:
+        """The cases of one grading run, drawn from ``rng`` (the student's variant)."""
+        raise NotImplementedError
+
+
+# ---- judging helpers --------------------------------------------------------------------------
+
+
+def value_of(results: Sequence[StepResult], index: int = -1) -> Returned:
+    """What step ``index`` returned (the last step by default)."""
+    return results[index].value
+
+
+def problem_with_tensor(
+    got: Returned,
+    expected: np.ndarray,
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    dtype: str | None = None,
+    what: str = "the result",
+) -> str | None:
+    """Why ``got`` is not a tensor close to ``expected`` (shape, dtype when given, values), or
+    None when it is. NaNs must sit where the expected ones do."""
+    if isinstance(got, Raised):
+        return f"it raised {got.type_name}: {got.message}"
+    if not isinstance(got, Tensor):
+        return f"{what} should be a tensor, got {describe(got)}"
+    if got.shape != tuple(expected.shape):
+        return f"{what} should have shape {tuple(expected.shape)}, got {got.shape}"
+    if dtype is not None and got.dtype != dtype:
+        return f"{what} should have dtype {dtype}, got {got.dtype}"
+    if expected.dtype == np.bool_ or got.array.dtype == np.bool_:
+        if not np.array_equal(got.array.astype(bool), expected.astype(bool)):
+            wrong = int((got.array.astype(bool) != expected.astype(bool)).sum())
+            return f"{what} has {wrong} wrong entries"
+        return None
+    actual = got.array.astype(np.float64)
+    target = np.asarray(expected, dtype=np.float64)
+    if not np.array_equal(np.isnan(actual), np.isnan(target)):
+        return f"{what} has NaN where it should not, or a number where NaN is expected"
+    if not np.allclose(actual, target, atol=atol, rtol=rtol, equal_nan=True):
+        gap = float(np.nanmax(np.abs(actual - target))) if actual.size else 0.0
+        return f"{what} is off by up to {gap:.3g}"
+    return None
+
+
+def describe(value: Returned) -> str:
+    """A few words on what came back, for a reason."""
+    if isinstance(value, Raised):
+        return f"an exception ({value.type_name}: {value.message})"
+    if isinstance(value, Tensor):
+        return f"a {value.dtype} tensor of shape {value.shape}"
+    if isinstance(value, ModuleState):
+        return f"a {value.name} module"
+    if isinstance(value, Other):
+        return f"a {value.type_name}"
+    if isinstance(value, list):
+        return f"a sequence of {len(value)}"
+    return f"{type(value).__name__} {value!r}"[:80]
