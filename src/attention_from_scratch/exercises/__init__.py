@@ -1,32 +1,16 @@
-"""The exercises of every chapter: their checks, points and the self-check students run.
+"""The exercises of every chapter and the self-check students run.
 
-Each chapter's exercises live in ``chN.py`` (declared with :class:`Exercise`); a notebook
-checks an answer with ``check("chN-ex-name")`` (``_core.py``). Hidden checks for grading are
-not in this package: they live in the repository's ``grading/hidden/chN.py``. The grader's
-side is ``integrity.py`` (it runs the checks in a kernel it does not trust) and
-``report.py`` (the one format the kernel prints and the grader reads).
+Each chapter's exercises live in ``chN.py`` (declared with :class:`Exercise`, with their
+public checks); a notebook checks an answer on the page's example with
+``check("chN-ex-name")`` (``_core.py``). Nothing here grades: the graded exercises, their
+references and the inputs they draw live in the repository's ``grading/chN.py``, which the
+grader (``tools/grader``) runs in a process of its own.
 """
 
 from __future__ import annotations
 
-from ._core import (
-    Check,
-    Exercise,
-    answer_module,
-    answer_tensor,
-    check,
-    format_result,
-    run_checks,
-)
-from ._registry import (
-    all_exercises,
-    chapter_of,
-    get_exercise,
-    load_chapter,
-    load_check_file,
-    load_hidden,
-)
-from ._shortcuts import ShortcutTaken, call_refusing, refusing
+from ._core import Check, Exercise, answer_tensor, check, format_result, run_checks
+from ._registry import all_exercises, chapter_of, get_exercise, load_chapter, load_check_file
 from .report import CheckResult, ExerciseResult
 
 __all__ = [
@@ -34,18 +18,13 @@ __all__ = [
     "CheckResult",
     "Exercise",
     "ExerciseResult",
-    "ShortcutTaken",
     "all_exercises",
-    "answer_module",
     "answer_tensor",
-    "call_refusing",
     "chapter_of",
     "check",
     "format_result",
     "get_exercise",
     "load_chapter",
     "load_check_file",
-    "load_hidden",
-    "refusing",
     "run_checks",
 ]

@@ -1,9 +1,9 @@
-"""Where the exercises come from: the chapters' modules of checks and the hidden files.
+"""Where the exercises come from: the chapters' modules of public checks.
 
 Each chapter module ``exercises/chN.py`` declares its exercises when it is imported (an
-:class:`~attention_from_scratch.exercises.Exercise` registers itself here); instructors'
-hidden checks are files loaded by path (``grading/hidden/chN.py``). Every exercise is found
-by its label, ``chN-ex-name``.
+:class:`~attention_from_scratch.exercises.Exercise` registers itself here). Every exercise is
+found by its label, ``chN-ex-name``. The graded side of the exercises is not in this package
+(the repository's ``grading/chN.py``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import importlib.util
 import pkgutil
 import re
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-# The package of the checks, named in full: the grader also loads fresh copies of its
-# modules under this name (see ``integrity.py``).
+# The package of the checks, named in full.
 PACKAGE = "attention_from_scratch.exercises"
 LABEL_PATTERN = re.compile(r"^ch(\d+)-ex-[a-z0-9]+(?:-[a-z0-9]+)*$")
 # Files of checks loaded by path get module names that start with this.
@@ -37,7 +35,7 @@ class DeclaredExercise(Protocol):
 # Every exercise declared so far, by label. A chapter module registers its exercises when it
 # is imported; importing it again (a reload) replaces them.
 _REGISTRY: dict[str, DeclaredExercise] = {}
-# Files of checks already loaded by path (hidden checks, test fixtures), so each runs once.
+# Files of checks already loaded by path (the tests' made-up chapter), so each runs once.
 _LOADED_FILES: dict[Path, Any] = {}
 
 
@@ -115,7 +113,7 @@ def get_exercise(label: str) -> DeclaredExercise:
 
 
 def all_exercises() -> list[DeclaredExercise]:
-    """Every exercise of the package (and any loaded check files), by chapter then order.
+    """Every exercise of the package (and any loaded check file), by chapter then order.
 
     Introduced in chapter 1.
 
@@ -132,7 +130,7 @@ def all_exercises() -> list[DeclaredExercise]:
 
 
 def load_check_file(path: str | Path) -> Any:
-    """Import a file of checks by path, once (hidden checks, or checks used by tests).
+    """Import a file of public checks by path, once (the tests' made-up chapter).
 
     Introduced in chapter 1.
 
@@ -159,23 +157,3 @@ def load_check_file(path: str | Path) -> Any:
     spec.loader.exec_module(module)
     _LOADED_FILES[path] = module
     return module
-
-
-def load_hidden(directory: str | Path, chapters: Iterable[int] | None = None) -> None:
-    """Load the hidden checks ``chN.py`` found in ``directory`` (e.g. ``grading/hidden``).
-
-    Introduced in chapter 1.
-
-    Args:
-        directory: the folder of hidden check files; a missing folder loads nothing.
-        chapters: only these chapters, or every ``chN.py`` in the folder when None.
-    """
-    directory = Path(directory)
-    if not directory.is_dir():
-        return
-    wanted = None if chapters is None else set(chapters)
-    for path in sorted(directory.glob("ch*.py")):
-        match = re.fullmatch(r"ch(\d+)", path.stem)
-        if match and (wanted is None or int(match.group(1)) in wanted):
-            load_chapter(int(match.group(1)))
-            load_check_file(path)
