@@ -8,7 +8,9 @@ Gradescope programming assignment's autograder. The zip holds:
   at the commit the zip was built from) with the pinned versions of `requirements.txt`;
 - `run_autograder`: runs `run.py` (tools/gradescope_run.py), which grades the submitted
   notebook with the course's grader (`grade.py` and `grader/`) and writes `results.json`;
-- `hidden/chN.py`: the hidden checks of the chosen chapters, which students never see;
+- `grading/chN.py`: the graded exercises of the chosen chapters (what the grader draws, its
+  references and judges), and `grading/.secret`, the course's secret, so that each student's
+  variant is the one `make grade` draws for them: students never see either;
 - `autograder.json`: the chapters, the commit and the time limit per notebook.
 
 Usage: python tools/gradescope.py 3 4 [--out DIR] [--timeout 600]
@@ -26,6 +28,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from grader.config import DEFAULT_SECRET  # tools/grader/, beside this file
+from grader.graded import GRADING, load_all, read_secret
 from prerequisites import CPU_INDEX  # tools/prerequisites.py, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,18 +125,19 @@ def build_wheel(folder: Path) -> Path:
     return wheel
 
 
-def build(chapters: list[int], out: Path = DEFAULT_OUT, timeout: float = 600) -> Path:
+def build(
+    chapters: list[int],
+    out: Path = DEFAULT_OUT,
+    timeout: float = 600,
+    secret: Path = DEFAULT_SECRET,
+) -> Path:
     """Write the autograder zip for ``chapters`` into ``out``; return its path.
 
     Raises:
         ValueError: a chapter has no exercises, or ``timeout`` is not positive.
     """
-    from attention_from_scratch.exercises import all_exercises, load_chapter
-
     chapters = sorted(set(chapters))
-    for chapter in chapters:
-        load_chapter(chapter)
-    known = {exercise.chapter for exercise in all_exercises()}
+    known = {exercise.chapter for exercise in load_all(GRADING)}
     if not chapters or not set(chapters) <= known:
         raise ValueError(
             f"CHAPTERS: expected chapter numbers with exercises, from {sorted(known)}, "
@@ -161,9 +166,9 @@ def build(chapters: list[int], out: Path = DEFAULT_OUT, timeout: float = 600) ->
                 name = f"grader/{module.name}"
                 _add(archive, name, module.read_text(encoding="utf-8"))
             for chapter in chapters:
-                hidden = ROOT / "grading" / "hidden" / f"ch{chapter}.py"
-                if hidden.is_file():
-                    _add(archive, f"hidden/{hidden.name}", hidden.read_text(encoding="utf-8"))
+                graded = GRADING / f"ch{chapter}.py"
+                _add(archive, f"grading/{graded.name}", graded.read_text(encoding="utf-8"))
+            _add(archive, "grading/.secret", read_secret(secret).decode("ascii") + "\n")
             archive.write(wheel, wheel.name)
     return path
 

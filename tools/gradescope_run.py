@@ -1,17 +1,19 @@
 """Gradescope's side of the autograder: grade the submitted notebook, write results.json.
 
 `tools/gradescope.py` puts this file into the autograder zip as `run.py`, beside the course's
-grader (`grade.py` and its package `grader/`), the hidden checks of the chosen chapters
-(`hidden/`) and `autograder.json`. Gradescope runs `run_autograder`, which runs this with
-the Python that `setup.sh` installed. It grades every `.ipynb` of `/autograder/submission/`
-exactly as `make grade` does and writes `/autograder/results/results.json` in Gradescope's format:
+grader (`grade.py` and its package `grader/`), the graded exercises of the chosen chapters and
+the course's secret (`grading/`) and `autograder.json`. Gradescope runs `run_autograder`,
+which runs this with the Python that `setup.sh` installed. It grades every `.ipynb` of
+`/autograder/submission/` exactly as `make grade` does, each student on their own variant
+(keyed by their e-mail address, as a roster with an `Email address` column keys it), and
+writes `/autograder/results/results.json` in Gradescope's format:
 
-- one test per check: public checks `visible`, with the hint as output when they fail;
-  hidden checks by name and points only, `after_published`, their code and hint never;
+- one test per graded check, `visible`, with the reason and the hint as output when it fails
+  (the inputs it drew are described, the grader's code and references never leave the zip);
 - each exercise graded by hand as a test worth 0 automatic points, `hidden` from students,
   its rubric as output for the graders;
 - a notebook that cannot be read or run, or holds another chapter's exercises, a test that
-  says so and scores 0; checks tampered with score 0, as with `make grade`.
+  says so and scores 0.
 
 `AUTOGRADER_ROOT` replaces `/autograder` (the tests run it in a temporary folder).
 """
@@ -32,7 +34,7 @@ sys.path.insert(0, str(SOURCE))
 
 import grader  # noqa: E402  (beside this file in the zip)
 
-VISIBLE, AFTER_PUBLISHED, HIDDEN = "visible", "after_published", "hidden"
+VISIBLE, HIDDEN = "visible", "hidden"
 CHAPTER = re.compile(r"^ch(\d+)-ex-")
 
 
@@ -88,11 +90,6 @@ def tests_of(row: grader.Row, chapters: set[int], rubrics: dict[str, str]) -> li
             continue
         for check in exercise.checks:
             score = check.points if check.passed else 0
-            if check.hidden:
-                tests.append(
-                    _test(f"{label}: {check.title}", score, check.points, AFTER_PUBLISHED, "")
-                )
-                continue
             output = ""
             if not check.passed:
                 output = "\n".join(p for p in (check.reason, f"Hint: {check.hint}") if p)
@@ -138,15 +135,26 @@ def results(
 
 def rubrics_of(chapters: set[int]) -> dict[str, str]:
     """The rubric of every exercise graded by hand in these chapters."""
-    from attention_from_scratch.exercises import all_exercises, load_chapter
-
-    for chapter in chapters:
-        load_chapter(chapter)
     return {
         exercise.label: exercise.rubric
-        for exercise in all_exercises()
-        if exercise.chapter in chapters and exercise.manual_points
+        for chapter in sorted(chapters)
+        for exercise in grader.load_chapter(chapter, SOURCE / "grading")
+        if exercise.manual_points
     }
+
+
+def student_of(root: Path) -> str | None:
+    """The submitter's key, from Gradescope's submission metadata (None without one)."""
+    try:
+        metadata = json.loads((root / "submission_metadata.json").read_text(encoding="utf-8"))
+        (user, *_) = metadata["users"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if isinstance(user, dict) and user.get("email"):
+        return f"Email address={user['email']}"
+    if isinstance(user, dict) and user.get("id") is not None:
+        return f"Gradescope={user['id']}"
+    return None
 
 
 def main() -> int:
@@ -170,11 +178,16 @@ def main() -> int:
             shutil.copy(path, target)
         rows = []
         if notebooks:
+            student = student_of(root)
             rows = grader.grade_folder(
                 folder,
                 timeout=config["timeout"],
                 workers=1,
-                hidden_dir=SOURCE / "hidden",
+                grading_dir=SOURCE / "grading",
+                secret_path=SOURCE / "grading" / ".secret",
+                students={path.name: student for path in Path(folder).iterdir()}
+                if student
+                else None,
                 sandbox=sandbox,
             )
     out = root / "results" / "results.json"

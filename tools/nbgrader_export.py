@@ -11,17 +11,24 @@ guards left out, the same stubs), with nbgrader's cell metadata:
 - each solution code cell is an nbgrader *solution* cell: the stub, then the book's solution
   between `### BEGIN SOLUTION` and `### END SOLUTION` (nbgrader keeps the stub and removes
   the solution when it generates the student version);
-- each check cell is an *autograder test* cell, worth the exercise's auto-graded points,
-  hidden checks included: it runs the public checks, then, between
-  `### BEGIN HIDDEN TESTS` and `### END HIDDEN TESTS`, the chapter's hidden checks, and shows
-  the points earned as its last value, which nbgrader takes as the cell's partial credit;
+- each check cell is an *autograder test* cell worth the exercise's auto-graded points: it
+  runs the public self-check, the page's example, and fails when a check fails. It holds no
+  hidden test, so nbgrader's feedback, which prints every test cell, shows nothing students
+  could not already read (and autograding an untouched release prints no checksum warning,
+  jupyter/nbgrader#1961);
 - each exercise answered in words gets a *manually graded answer* cell worth its manual
   points, whose hidden solution is the rubric (nbgrader shows it to graders only).
+
+nbgrader runs its tests in the student's own kernel, which the student's code controls: those
+points check the page's example and can be forged. The points that count come from the
+course's grader, which calls the answers on inputs of its own outside the student's reach:
+`python tools/grade.py --nbgrader chN COURSE_DIR` grades the course's submitted notebooks
+(book/instructors.md).
 
 The exercises, stubs, checks and points are read from the same sources as the book, the
 student edition and `make grade`; nothing is written twice.
 
-Usage: python tools/nbgrader_export.py [--out _build/nbgrader] [--hidden grading/hidden]
+Usage: python tools/nbgrader_export.py [--out _build/nbgrader]
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from student_edition import CHECK_COMMENT, DEFAULT_STUB, SOLUTION_END, SOLUTION_
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "_build" / "nbgrader"
-DEFAULT_HIDDEN = ROOT / "grading" / "hidden"
 COURSE_ID = "attention-from-scratch"
 CHECK = re.compile(r"check\(\s*[\"'](ch\d+-ex-[a-z0-9-]+)[\"']\s*\)")
 FILE_CHAPTER = re.compile(r"^0*(\d+)_")
@@ -53,19 +59,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.ExecutePreprocessor.timeout = 600
 '''
 
-TEST_CELL = """{comment}import warnings
+TEST_CELL = """{comment}from attention_from_scratch.exercises import check
 
-from attention_from_scratch.exercises import check, run_checks
-
-with warnings.catch_warnings():  # nbgrader scores a cell that writes to stderr 0
-    warnings.simplefilter("ignore")
-    _result = check("{label}")
-    ### BEGIN HIDDEN TESTS
-    _hidden = {{"__name__": "hidden_ch{chapter}"}}
-    exec(compile({hidden!r}, "hidden_ch{chapter}.py", "exec"), _hidden)
-    _result = run_checks("{label}", globals(), hidden=True)
-    ### END HIDDEN TESTS
-_result.earned
+assert check("{label}").passed, "a check of the page's example fails: see above"
 """
 
 
@@ -82,12 +78,11 @@ def _metadata(grade_id: str, *, solution: bool, grade: bool, points: float = 0) 
     return {"nbgrader": data}
 
 
-def nbgrader_notebook(nb: Any, chapter: int, hidden_source: str) -> Any:
-    """The nbgrader source version of one chapter (the input is not changed); the chapter's
-    hidden checks must be loaded, so that each test cell is worth all its points."""
-    from attention_from_scratch.exercises import get_exercise, load_chapter
+def nbgrader_notebook(nb: Any, chapter: int) -> Any:
+    """The nbgrader source version of one chapter (the input is not changed)."""
+    from grader.graded import load_chapter  # tools/grader/, beside this file
 
-    load_chapter(chapter)
+    graded = {exercise.label: exercise for exercise in load_chapter(chapter)}
     student = student_edition.student_notebook(nb)
     # The student edition replaced each solution by its stubs, in order: pair them back up
     # with the solutions' code cells, read from the book's notebook.
@@ -116,13 +111,11 @@ def nbgrader_notebook(nb: Any, chapter: int, hidden_source: str) -> Any:
             continue
         match = CHECK.search(cell.source) if cell.cell_type == "code" else None
         if match and "exercise-check" in cell.metadata.get("tags", []):
-            exercise = get_exercise(match.group(1))
+            exercise = graded[match.group(1)]
             if not exercise.points:  # answered in words only: nothing to score here
                 cells.append(cell)
                 continue
-            cell.source = TEST_CELL.format(
-                comment=CHECK_COMMENT, label=exercise.label, chapter=chapter, hidden=hidden_source
-            )
+            cell.source = TEST_CELL.format(comment=CHECK_COMMENT, label=exercise.label)
             cell.metadata.update(
                 _metadata(exercise.label, solution=False, grade=True, points=exercise.points)
             )
@@ -130,7 +123,7 @@ def nbgrader_notebook(nb: Any, chapter: int, hidden_source: str) -> Any:
             continue
         cells.append(cell)
         if cell.cell_type == "markdown" and cell.source.startswith("**Your answer**"):
-            exercise = get_exercise(re.search(r"\((ch\d+-ex-[a-z0-9-]+)\)", cell.source)[1])
+            exercise = graded[re.search(r"\((ch\d+-ex-[a-z0-9-]+)\)", cell.source)[1]]
             if exercise.manual_points:
                 written = nbformat.v4.new_markdown_cell(
                     "### BEGIN SOLUTION\n"
@@ -151,19 +144,14 @@ def nbgrader_notebook(nb: Any, chapter: int, hidden_source: str) -> Any:
     return student
 
 
-def export(out: Path = DEFAULT_OUT, hidden_dir: Path = DEFAULT_HIDDEN) -> list[Path]:
+def export(out: Path = DEFAULT_OUT) -> list[Path]:
     """Write the course directory; return the source notebooks written."""
-    from attention_from_scratch.exercises import load_hidden
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
     written = []
     for path in student_edition.chapter_notebooks(ROOT):
         chapter = int(FILE_CHAPTER.match(path.name)[1])
-        load_hidden(hidden_dir, [chapter])
-        hidden = hidden_dir / f"ch{chapter}.py"
-        hidden_source = hidden.read_text(encoding="utf-8") if hidden.is_file() else ""
-        notebook = nbgrader_notebook(nbformat.read(path, as_version=4), chapter, hidden_source)
+        notebook = nbgrader_notebook(nbformat.read(path, as_version=4), chapter)
         target = out / "source" / f"ch{chapter}" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, target)
@@ -174,9 +162,8 @@ def export(out: Path = DEFAULT_OUT, hidden_dir: Path = DEFAULT_HIDDEN) -> list[P
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--hidden", type=Path, default=DEFAULT_HIDDEN)
     args = parser.parse_args(argv)
-    written = export(args.out, args.hidden)
+    written = export(args.out)
     print(f"Wrote an nbgrader course with {len(written)} assignments to {args.out}")
     return 0
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import gradebook  # tools/gradebook.py, beside this package
 
 from .config import DEFAULT_GRADING, DEFAULT_MEMORY_GIB, DEFAULT_SECRET, DEFAULT_TIMEOUT, SANDBOXES
-from .folder import grade_folder, grade_one
+from .folder import grade_folder, grade_nbgrader, grade_one
 from .report import points_text
 from .sandbox import SandboxUnavailable
 
@@ -20,7 +20,17 @@ DESCRIPTION = "Grade a folder of submitted notebooks: `make grade SUBMISSIONS=DI
 def parser() -> argparse.ArgumentParser:
     """The options of `tools/grade.py`."""
     options = argparse.ArgumentParser(description=DESCRIPTION)
-    options.add_argument("submissions", type=Path, help="folder of submitted .ipynb files")
+    options.add_argument(
+        "submissions",
+        type=Path,
+        help="folder of submitted .ipynb files (with --nbgrader: the nbgrader course folder)",
+    )
+    options.add_argument(
+        "--nbgrader",
+        metavar="ASSIGNMENT",
+        help="grade an nbgrader course's submissions of ASSIGNMENT (e.g. ch3) and write "
+        "COURSE/grades/ASSIGNMENT/",
+    )
     options.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds each")
     options.add_argument("--workers", type=int, default=2, help="notebooks run in parallel")
     options.add_argument(
@@ -60,18 +70,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     # A roster that cannot be read is refused before hours of grading, not after.
     roster = gradebook.Roster.read(args.roster) if args.roster is not None else None
+    options = {
+        "timeout": args.timeout,
+        "workers": args.workers,
+        "grading_dir": args.grading,
+        "secret_path": args.secret,
+        "sandbox": args.sandbox,
+        "memory_gib": args.memory,
+    }
     try:
-        rows = grade_folder(
-            args.submissions,
-            timeout=args.timeout,
-            workers=args.workers,
-            grading_dir=args.grading,
-            secret_path=args.secret,
-            students=roster.students_by_file() if roster is not None else None,
-            sandbox=args.sandbox,
-            memory_gib=args.memory,
-        )
-    except SandboxUnavailable as error:
+        if args.nbgrader:
+            rows = grade_nbgrader(args.submissions, args.nbgrader, **options)
+            written = args.submissions / "grades" / args.nbgrader
+        else:
+            students = roster.students_by_file() if roster is not None else None
+            rows = grade_folder(args.submissions, students=students, **options)
+            written = args.submissions
+    except (SandboxUnavailable, FileNotFoundError) as error:
         print(error, file=sys.stderr)
         return 2
     for row in rows:
@@ -79,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{row.submission}: {points_text(row.total) or '-'} / "
             f"{points_text(row.possible) or '-'} ({row.status})"
         )
-    print(f"Wrote {args.submissions / 'grades.csv'} and {args.submissions / 'feedback'}/")
+    print(f"Wrote {written / 'grades.csv'} and {written / 'feedback'}/")
     if roster is not None:
         book = args.submissions / "gradebook.csv"
         for warning in gradebook.write_gradebook(book, roster, rows):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -134,3 +135,42 @@ def grade_folder(
     write_csv(folder / "grades.csv", rows)
     write_feedback(folder / "feedback", rows)
     return rows
+
+
+def grade_nbgrader(course: str | Path, assignment: str, **options: object) -> list[Row]:
+    """Grade an nbgrader course's submissions of one assignment outside the students' reach.
+
+    nbgrader keeps each student's notebooks in ``course/submitted/<student>/<assignment>/``;
+    each is graded as :func:`grade_folder` grades, on that student's variant (keyed by the
+    nbgrader student id), and ``grades.csv`` and ``feedback/`` are written to
+    ``course/grades/<assignment>/`` (a notebook's row is named ``<student>/<file>``, its
+    feedback file ``<student>--<file>.md``).
+
+    Raises:
+        FileNotFoundError: ``course`` has no submissions of ``assignment``.
+    """
+    course = Path(course)
+    found = sorted(course.glob(f"submitted/*/{assignment}/*.ipynb"))
+    if not found:
+        raise FileNotFoundError(
+            f"SUBMISSIONS: expected nbgrader submissions in {course}/submitted/<student>/"
+            f"{assignment}/, found none"
+        )
+    out = course / "grades" / assignment
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nbgrader-") as scratch:
+        students = {}
+        for path in found:
+            student = path.parent.parent.name
+            name = f"{student}--{path.name}"
+            shutil.copy2(path, Path(scratch) / name)
+            students[name] = f"nbgrader={student}"
+        rows = grade_folder(scratch, students=students, **options)  # type: ignore[arg-type]
+    # Feedback files keep the flat names (`<student>--<file>.md`); rows name the student.
+    write_feedback(out / "feedback", rows)
+    named = [
+        Row.from_dict({**row.to_dict(), "submission": row.submission.replace("--", "/", 1)})
+        for row in rows
+    ]
+    write_csv(out / "grades.csv", named)
+    return named
