@@ -37,7 +37,6 @@ from sphinx_exercise.nodes import (
     solution_node,
     solution_start_node,
 )
-
 from student_edition import student_urls  # book/_ext/, beside this file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,12 +95,14 @@ def _student_launch_buttons(
 
 
 def _student_sources(app: Sphinx, exception: Exception | None) -> None:
-    """Replace each chapter notebook behind a download button by its student edition."""
+    """Replace each chapter notebook behind a download button by its student
+    edition."""
     if exception is not None or app.config.book_solutions != "hidden":
         return
     import nbformat
 
-    # tools/student_edition.py, by path: this folder has an extension of the same name.
+    # tools/student_edition.py, loaded by path: an extension of this folder
+    # has the same name.
     spec = importlib.util.spec_from_file_location(
         "_tools_student_edition", ROOT / "tools" / "student_edition.py"
     )
