@@ -58,6 +58,9 @@ def k_equal_to_t_and_k_equal_to_one(topk_context):
     assert torch.allclose(one, inputs[2], atol=1e-6), '"one" matches "starts" best'
 
 
+# Answered in words: nothing to check automatically.
+shift = Exercise("ch1-ex-shift", chapter=1)
+
 temperature = Exercise("ch1-ex-temperature", chapter=1)
 
 
