@@ -1,7 +1,9 @@
-"""The exercise machinery: checks look answers up by name, fail with their hint, never raise."""
+"""The self-check: checks look answers up by name, fail with their hint, never raise; and the
+book's exercises, as declared in the package and as the grader grades them, agree."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,39 +16,33 @@ from attention_from_scratch.exercises import (
     format_result,
     get_exercise,
     load_check_file,
-    load_hidden,
     run_checks,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "exercise_fixtures"
 load_check_file(FIXTURES / "ch0.py")
+sys.path.insert(0, str(ROOT / "tools"))
+
+from grader.graded import load_all  # noqa: E402
+
+BASE = torch.tensor([1.0, 2.0, 3.0])
 
 
-def test_a_correct_answer_earns_every_point_and_says_so(capsys: pytest.CaptureFixture) -> None:
-    namespace = {"doubled": torch.tensor([2.0, 4.0, 6.0])}
-    result = check("ch0-ex-double", namespace)
-    out = capsys.readouterr().out
-    assert (result.earned, result.possible, result.passed) == (3.0, 3.0, True)
-    assert "All 2 checks pass" in out
-    assert "FAIL" not in out
-
-
-def test_a_single_passing_check_is_reported_in_the_singular(
-    capsys: pytest.CaptureFixture,
-) -> None:
-    result = check("ch0-ex-total", {"total": 6.0})
+def test_a_correct_answer_passes_and_says_so(capsys: pytest.CaptureFixture) -> None:
+    result = check("ch0-ex-double", {"double": lambda x: 2 * x, "base": BASE})
     out = capsys.readouterr().out
     assert result.passed
-    assert "The check passes (1/1 points). Well done!" in out
-    assert "All 1 checks" not in out
+    assert "pass  `double` keeps the shape of its input" in out
+    assert "All 2 checks pass on the page's example" in out and "FAIL" not in out
 
 
 @pytest.mark.parametrize(
     ("namespace", "reason"),
     [
-        ({}, "`doubled` is not defined"),
-        ({"doubled": ...}, "`doubled` is still `...`"),
-        ({"doubled": "not a tensor"}, "Hint: `doubled` must be a tensor of shape (3,)."),
+        ({"base": BASE}, "`double` is not defined"),
+        ({"double": ..., "base": BASE}, "`double` is still `...`"),
+        ({"double": lambda x: "not a tensor", "base": BASE}, "expected a tensor, got str"),
     ],
 )
 def test_a_missing_or_wrong_answer_fails_with_its_hint(
@@ -54,25 +50,33 @@ def test_a_missing_or_wrong_answer_fails_with_its_hint(
 ) -> None:
     result = check("ch0-ex-double", namespace)
     out = capsys.readouterr().out
-    assert result.earned == 0.0 and result.possible == 3.0
+    assert not result.passed
     assert reason in out
-    assert "Hint: `doubled` must hold 2, 4 and 6" in out
+    assert "Hint: `double(base)` must hold 2, 4 and 6" in out
     assert "0 of 2 checks pass" in out
 
 
-def test_partly_right_earns_part_of_the_points(capsys: pytest.CaptureFixture) -> None:
-    result = check("ch0-ex-double", {"doubled": torch.tensor([1.0, 2.0, 3.0])})
-    assert (result.earned, result.possible) == (1.0, 3.0)
+def test_partly_right_is_reported_check_by_check() -> None:
+    result = check("ch0-ex-double", {"double": lambda x: x, "base": BASE})
     assert [c.passed for c in result.checks] == [True, False]
 
 
 def test_check_reads_the_callers_globals(capsys: pytest.CaptureFixture) -> None:
-    globals()["total"] = 6.0
+    globals()["total"] = lambda x: float(x.sum())
+    globals()["base"] = BASE
     try:
         result = check("ch0-ex-total")
     finally:
-        del globals()["total"]
+        del globals()["total"], globals()["base"]
     assert result.passed
+
+
+def test_an_exercise_answered_in_words_has_nothing_to_check(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    result = check("ch0-ex-explain", {})
+    assert not result.checks and not result.passed
+    assert "your instructor reads this answer" in " ".join(capsys.readouterr().out.split())
 
 
 def test_unknown_labels_are_reported_not_raised(capsys: pytest.CaptureFixture) -> None:
@@ -85,7 +89,7 @@ def test_unknown_labels_are_reported_not_raised(capsys: pytest.CaptureFixture) -
 def test_a_check_does_not_move_the_notebooks_random_stream() -> None:
     exercise = Exercise("ch0-ex-random", chapter=0)
 
-    @exercise.check(points=1, hint="never fails")
+    @exercise.check(hint="never fails")
     def draws(x):
         torch.rand(100)
 
@@ -96,71 +100,62 @@ def test_a_check_does_not_move_the_notebooks_random_stream() -> None:
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_hidden_checks_run_only_for_the_grader(capsys: pytest.CaptureFixture) -> None:
-    load_hidden(FIXTURES / "hidden")
-    namespace = {"doubled": torch.tensor([2, 4, 6])}  # int64: fails the hidden dtype check
-    public = check("ch0-ex-double", namespace)
-    graded = run_checks("ch0-ex-double", namespace, hidden=True)
-    assert "dtype" not in capsys.readouterr().out
-    assert (public.earned, public.possible) == (3.0, 3.0)
-    assert (graded.earned, graded.possible) == (3.0, 4.0)
-    assert get_exercise("ch0-ex-double").points == 4.0
-
-
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "error", "message"),
     [
-        ({"label": "Ch0-ex-bad", "chapter": 0}, "chN-ex-name"),
-        ({"label": "ch1-ex-bad", "chapter": 0}, "expected 1"),
-        ({"label": "ch0-ex-bad", "chapter": 0, "manual_points": 1}, "rubric"),
-        ({"label": "ch0-ex-bad", "chapter": 0, "manual_points": -1}, "manual_points"),
+        ({"label": "Ch0-ex-bad", "chapter": 0}, ValueError, "chN-ex-name"),
+        ({"label": "ch1-ex-bad", "chapter": 0}, ValueError, "expected 1"),
+        ({"label": 3, "chapter": 0}, TypeError, "label: expected a str, got int"),
+        ({"label": "ch0-ex-bad", "chapter": "0"}, TypeError, "chapter: expected an int"),
     ],
 )
-def test_bad_declarations_are_refused(kwargs: dict, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_bad_declarations_are_refused(kwargs: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
         Exercise(**kwargs)
 
 
-def test_checks_need_points_a_hint_and_named_parameters() -> None:
+def test_checks_need_a_hint_and_named_parameters() -> None:
     exercise = Exercise("ch0-ex-declared", chapter=0)
-    with pytest.raises(ValueError, match="points"):
-        exercise.check(points=0, hint="h")
     with pytest.raises(ValueError, match="hint"):
-        exercise.check(points=1, hint=" ")
+        exercise.check(hint=" ")
     with pytest.raises(ValueError, match="named parameters"):
-        exercise.check(points=1, hint="h")(lambda *names: None)
+        exercise.check(hint="h")(lambda *names: None)
 
 
-# Every exercise of the book (and hidden checks): each check must fail, with its hint, when the
-# answer is missing, left as `...`, or one of a few plainly wrong values.
-ROOT = Path(__file__).resolve().parent.parent
-load_hidden(ROOT / "grading" / "hidden")
+# Every exercise of the book: each self-check must fail, with its hint, when the answer is
+# missing, left as `...`, or one of a few plainly wrong values.
 BOOK_CHECKS = [
     (exercise.label, c)
     for exercise in all_exercises()
     if exercise.chapter > 0
     for c in exercise.checks
 ]
-WRONG_VALUES = [None, "wrong", torch.full((2, 2), float("nan"))]
+WRONG_VALUES = [None, "wrong", torch.full((2, 2), float("nan")), lambda *args, **kwargs: None]
 
 
-def test_the_book_declares_exercises() -> None:
-    assert {e.chapter for e in all_exercises() if e.chapter > 0}
+def test_the_book_declares_the_exercises_the_grader_grades() -> None:
+    declared = {e.label for e in all_exercises() if e.chapter > 0}
+    graded = {e.label for e in load_all()}
+    assert declared
+    assert graded <= declared, graded - declared
+    # Every exercise the self-check can check is graded, automatically or by hand.
+    checked = {e.label for e in all_exercises() if e.chapter > 0 and e.checks}
+    assert checked <= graded, checked - graded
 
 
 @pytest.mark.parametrize(
     ("label", "one_check"), BOOK_CHECKS, ids=[f"{lab}:{c.name}" for lab, c in BOOK_CHECKS]
 )
-def test_every_check_fails_for_a_wrong_answer_with_its_hint(label: str, one_check) -> None:
+def test_every_self_check_fails_for_a_wrong_answer_with_its_hint(label: str, one_check) -> None:
     exercise = get_exercise(label)
     for value in [..., *WRONG_VALUES]:
         namespace = dict.fromkeys(one_check.parameters, value)
-        result = exercise.run(namespace, hidden=True)
+        result = exercise.run(namespace)
         outcome = next(c for c in result.checks if c.name == one_check.name)
         assert not outcome.passed, f"{one_check.name} passed with every answer = {value!r}"
         # The printed report wraps long hints to the book's column: compare the words.
         assert outcome.hint and " ".join(outcome.hint.split()) in " ".join(
             format_result(result).split()
         )
-    missing = next(c for c in exercise.run({}, hidden=True).checks if c.name == one_check.name)
+    missing = next(c for c in exercise.run({}).checks if c.name == one_check.name)
     assert not missing.passed

@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-DOUBLE_SOLUTION = "doubled = base * 2\n"
-TOTAL_SOLUTION = "total = float(base.sum())\n"
+DOUBLE_SOLUTION = "def double(x):\n    return x * 2\n"
+TOTAL_SOLUTION = "def total(x):\n    return float(x.sum())\n"
 
 
 def solution(label: str, code: str, stub: str, explanation: str) -> list:
@@ -35,13 +35,13 @@ def fixture_notebook(double: str = DOUBLE_SOLUTION, total: str = TOTAL_SOLUTION)
         *solution(
             "ch0-ex-double",
             double,
-            "# A (3,) tensor: twice `base`.\ndoubled = ...\n",
+            "def double(x):\n    # Twice x, of its shape and dtype.\n    return ...\n",
             "Multiplying by 2 doubles every entry.",
         ),
         *solution(
             "ch0-ex-total",
             total,
-            "# A float: the sum of `base`.\ntotal = ...\n",
+            "def total(x):\n    # The sum of x, as a float.\n    return ...\n",
             "The sum of 1, 2 and 3 is 6.",
         ),
         new_markdown_cell(":::{exercise}\n:label: ch0-ex-explain\nExplain.\n:::"),

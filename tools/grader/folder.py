@@ -44,7 +44,8 @@ def run_child(path: Path, config: GradingConfig, student: str | None = None) -> 
                 input=payload,
                 text=True,
                 capture_output=True,
-                timeout=config.timeout + 120,
+                # The notebook's time, then each exercise's calls (run.CALL_TIMEOUT each).
+                timeout=config.timeout + 1200,
                 check=False,
             )
             stderr = child.stderr.strip().splitlines()

@@ -7,12 +7,7 @@ whatever the student's code does to this function, the grader judges only the nu
 come back, against its own references, in its own process.
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-
-def _grader_run(folder: str, namespace: dict[str, Any]) -> None:  # pragma: no cover (kernel)
+def _grader_run(folder, namespace):  # runs in the kernel: no annotation it cannot evaluate
     import json
     import pathlib
 
@@ -25,10 +20,10 @@ def _grader_run(folder: str, namespace: dict[str, Any]) -> None:  # pragma: no c
     out.mkdir()
     written = [0]
 
-    def array(name: str) -> torch.Tensor:
+    def array(name):
         return torch.from_numpy(numpy.load(root / name, allow_pickle=False).copy())
 
-    def build(spec: dict[str, Any], made: list[Any]) -> Any:
+    def build(spec, made):
         kind = spec["kind"]
         if kind == "value":
             return spec["value"]
@@ -54,7 +49,7 @@ def _grader_run(folder: str, namespace: dict[str, Any]) -> None:  # pragma: no c
             return made[spec["index"]]
         raise ValueError(f"unknown argument kind {kind!r}")
 
-    def export(value: Any, depth: int = 0) -> dict[str, Any]:
+    def export(value, depth=0):
         if depth > 4:
             return {"kind": "other", "type": "a value nested too deep"}
         if isinstance(value, torch.Tensor):
@@ -87,7 +82,7 @@ def _grader_run(folder: str, namespace: dict[str, Any]) -> None:  # pragma: no c
 
     results = []
     for call in plan["calls"]:
-        made: list[Any] = []
+        made = []
         steps = []
         for step in call["steps"]:
             try:
@@ -110,7 +105,7 @@ def _grader_run(folder: str, namespace: dict[str, Any]) -> None:  # pragma: no c
                 # A later step would use what this one did not make: the call stops here.
                 break
             made.append(value)
-            done: dict[str, Any] = {}
+            done = {}
             try:
                 done["value"] = export(value) if step["send_back"] else {"kind": "none"}
                 if step["arguments_after"]:

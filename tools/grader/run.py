@@ -38,6 +38,10 @@ EXERCISE_LABEL = re.compile(
 )
 FILE_CHAPTER = re.compile(r"^0*(\d+)_")
 GRADER_TAG = "grader-call"
+# Seconds the calls of one exercise may take in the kernel.
+CALL_TIMEOUT = 120
+# The error a cell stopped at its deadline is recorded with.
+TIMED_OUT = "CellTimeoutError"
 
 
 def chapters_of(nb: Any, name: str) -> set[int]:
@@ -125,21 +129,33 @@ def execute(
                     super().output(outs, msg, display_id, cell_index) if budget.keep(msg) else None
                 )
 
+        def timeout(cell: Any) -> int:
+            # The notebook's cells share config.timeout; a cell still running at the deadline
+            # is interrupted, and so is each later one, at once. Each exercise's calls have
+            # CALL_TIMEOUT seconds of their own, so an endless loop in one exercise costs
+            # only that exercise.
+            if GRADER_TAG in cell.metadata.get("tags", []):
+                return CALL_TIMEOUT
+            return max(1, int(deadline - time.monotonic()))
+
         client = Client(
             nb,
             kernel_name="python3",
             allow_errors=True,
-            timeout_func=lambda cell: max(1, int(deadline - time.monotonic())),
-            interrupt_on_timeout=False,
+            timeout_func=timeout,
+            interrupt_on_timeout=True,
+            # One interrupt, then the next cell: the cell is recorded with this error.
+            error_on_timeout={"ename": TIMED_OUT, "evalue": "the cell ran out of time"},
             resources={"metadata": {"path": str(scratch)}},
             **options,
         )
         try:
             client.execute()
         except CellTimeoutError:
-            return f"timeout after {config.timeout:g} s", "", {}
-        except DeadKernelError:
-            return "kernel died", "", {}
+            return f"timeout after {config.timeout:g} s", "the kernel ignored the interrupt", {}
+        except DeadKernelError as error:
+            # Out of memory, killed, or a process limit reached.
+            return "kernel died", str(error)[:200], {}
         except Exception as error:  # e.g. the kernel could not start
             lines = tail(workdir / "kernel.log").strip().splitlines()
             why = (lines[-1] if lines else f"{type(error).__name__}: {error}")[:200]
@@ -236,6 +252,14 @@ def grade_notebook(path: Path, config: GradingConfig, student: str | None = None
 
     budget = OutputBudget(config.output_bytes)
     status, notes, results = execute(nb, path, config, budget, cases)
+    interrupted = any(
+        output.get("ename") in (TIMED_OUT, "KeyboardInterrupt")
+        for cell in nb.cells
+        if GRADER_TAG not in cell.get("metadata", {}).get("tags", [])
+        for output in cell.get("outputs", [])
+    )
+    if status == "ok" and interrupted:
+        status = f"timeout after {config.timeout:g} s"
     scores = {
         label: judged(exercise, cases[label], results.get(label, "its calls did not run"))
         for label, exercise in auto.items()

@@ -159,6 +159,19 @@ def sandboxed_kernel_manager(workdir: Path, config: GradingConfig) -> type:
             )
             super().__init__(**kwargs)
 
+        async def _async_interrupt_kernel(self) -> None:
+            # A signal would reach prlimit and bwrap, whose process it is, and end the sandbox:
+            # ask the kernel itself, on its control channel (ipykernel interrupts its own
+            # process), as jupyter_client does for kernels whose interrupt mode is "message".
+            if not self.has_kernel:
+                return
+            message = self.session.msg("interrupt_request", content={})
+            self._connect_control_socket()
+            self.session.send(self._control_socket, message)
+
+        # The public name is bound to the base class's method where that class is defined.
+        interrupt_kernel = _async_interrupt_kernel
+
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
             # The kernel's own output goes to a file whose size the limits bound.
             handle = log.open("ab")
