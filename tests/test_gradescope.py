@@ -25,16 +25,24 @@ import student_edition  # noqa: E402
 pytestmark = pytest.mark.skipif(
     sys.platform == "win32", reason="Gradescope runs its autograders in Linux containers"
 )
-CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
-HIDDEN = ROOT / "grading" / "hidden" / "ch5.py"
+CHAPTER = ROOT / "book" / "01_simplified_attention.ipynb"
+GRADED = ROOT / "grading" / "ch1.py"
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+EMAIL = "ada@example.org"
 
 
 @pytest.fixture(scope="module")
-def autograder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The zip for chapter 5, unpacked where Gradescope puts it: <root>/source."""
+def secret(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("course") / "secret"
+    grader.read_secret(path)  # made here, as on an instructor's first run
+    return path
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory: pytest.TempPathFactory, secret: Path) -> Path:
+    """The zip for chapter 1, unpacked where Gradescope puts it: <root>/source."""
     out = tmp_path_factory.mktemp("zip")
-    path = gradescope.build([5], out, timeout=300)
+    path = gradescope.build([1], out, timeout=300, secret=secret)
     root = tmp_path_factory.mktemp("autograder")
     with zipfile.ZipFile(path) as archive:
         archive.extractall(root / "source")
@@ -48,6 +56,9 @@ def run(root: Path, *notebooks: tuple[str, str | Path]) -> dict:
     shutil.rmtree(root / "submission", ignore_errors=True)
     shutil.rmtree(root / "results", ignore_errors=True)
     (root / "submission").mkdir()
+    # Gradescope's record of who submitted (https://gradescope-autograders.readthedocs.io).
+    metadata = {"users": [{"email": EMAIL, "id": 7, "name": "Ada"}]}
+    (root / "submission_metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
     for name, content in notebooks:
         target = root / "submission" / name
         if isinstance(content, Path):
@@ -86,31 +97,41 @@ def test_setup_installs_the_zips_own_wheel_at_the_books_pins(autograder: Path) -
     assert (autograder / "source" / "grade.py").is_file()
     assert (autograder / "source" / "grader" / "run.py").is_file()
     config = json.loads((autograder / "source" / "autograder.json").read_text())
-    assert config["chapters"] == [5] and config["commit"]
+    assert config["chapters"] == [1] and config["commit"]
+    # The graded exercises of the chosen chapter and the course's secret, nothing else.
+    assert sorted(p.name for p in (autograder / "source" / "grading").iterdir()) == [
+        ".secret",
+        "ch1.py",
+    ]
 
 
 @pytest.mark.slow
-def test_the_books_solutions_score_as_make_grade_and_hidden_checks_stay_hidden(
-    autograder: Path, tmp_path: Path
+def test_the_books_solutions_score_as_make_grade_on_the_same_variant(
+    autograder: Path, secret: Path, tmp_path: Path
 ) -> None:
     results = run(autograder, ("answers.ipynb", CHAPTER))
     folder = tmp_path / "make-grade"
     folder.mkdir()
     shutil.copy(CHAPTER, folder / "answers.ipynb")
     sandbox = "bwrap" if grader.sandbox_problem() is None else "none"
-    (row,) = grader.grade_folder(folder, sandbox=sandbox, hidden_dir=HIDDEN.parent)
+    (row,) = grader.grade_folder(
+        folder,
+        sandbox=sandbox,
+        secret_path=secret,
+        students={"answers.ipynb": f"Email address={EMAIL}"},
+    )
     assert row.total == row.possible > 0
     assert results["score"] == row.total
     checks = [t for t in results["tests"] if t["max_score"] > 0]
     assert sum(t["max_score"] for t in checks) == row.possible
-    hidden = [t for t in checks if t["visibility"] == "after_published"]
-    assert hidden and all(t["output"] == "" for t in hidden)
-    # Not a line of a hidden check's code reaches results.json.
+    assert all(t["visibility"] == "visible" for t in checks)
+    # Not a line of the grader's references or draws reaches results.json.
     text = json.dumps(results)
-    code = [line.strip() for line in HIDDEN.read_text().splitlines() if len(line.strip()) > 24]
+    code = [line.strip() for line in GRADED.read_text().splitlines() if len(line.strip()) > 24]
     assert [line for line in code if line in text] == []
     manual = [t for t in results["tests"] if t["visibility"] == "hidden"]
-    assert all(t["output"].startswith("Rubric: ") and t["max_score"] == 0 for t in manual)
+    assert manual and all(t["output"].startswith("Rubric: ") for t in manual)
+    assert all(t["max_score"] == 0 for t in manual)
 
 
 @pytest.mark.slow
@@ -124,13 +145,13 @@ def test_a_student_edition_an_unreadable_file_and_another_chapter_score_zero(
     failed = [t for t in results["tests"] if t["visibility"] == "visible" and t["max_score"]]
     assert failed and all("Hint: " in t["output"] for t in failed)
 
-    # A student edition that forges full marks, as `make grade` is forged: it scores 0 too.
+    # A student edition that prints results of its own: the grader reads no printed line.
     forged = copy.deepcopy(student)
     for exercise in sorted(
         {label for label, _ in student_edition.solution_cells(nbformat.read(CHAPTER, as_version=4))}
     ):
         line = json.dumps({"results": [{"label": exercise, "earned": 9, "possible": 9}]})
-        forged.cells.append(nbformat.v4.new_code_cell(f"print('GRADER-0:' + {line!r})"))
+        forged.cells.append(nbformat.v4.new_code_cell(f"print({line!r})"))
     nbformat.write(forged, tmp_path / "forged.ipynb")
     results = run(autograder, ("forged.ipynb", tmp_path / "forged.ipynb"))
     assert results["score"] == 0
@@ -141,12 +162,12 @@ def test_a_student_edition_an_unreadable_file_and_another_chapter_score_zero(
 
     other = nbformat.v4.new_notebook()
     other.cells = [
-        nbformat.v4.new_markdown_cell(":::{exercise}\n:label: ch4-ex-divisible\n\nx\n:::"),
-        nbformat.v4.new_code_cell('check("ch4-ex-divisible")'),
+        nbformat.v4.new_markdown_cell(":::{exercise}\n:label: ch0-ex-double\n\nx\n:::"),
+        nbformat.v4.new_code_cell('check("ch0-ex-double")'),
     ]
-    results = run(autograder, ("ch4.ipynb", nbformat.writes(other)))
+    results = run(autograder, ("ch0.ipynb", nbformat.writes(other)))
     assert results["score"] == 0
-    assert "ch4-ex-divisible: not part of this assignment" in [t["name"] for t in results["tests"]]
+    assert [t["name"] for t in results["tests"]] == ["ch0.ipynb: no exercise of this assignment"]
 
     results = run(autograder)
     assert results["score"] == 0

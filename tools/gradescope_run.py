@@ -63,6 +63,17 @@ def tests_of(row: grader.Row, chapters: set[int], rubrics: dict[str, str]) -> li
                 + ". Exercises that were checked before it still count.",
             )
         )
+    if row.status == "ok" and not row.exercises:
+        tests.append(
+            _test(
+                f"{name}: no exercise of this assignment",
+                0,
+                0,
+                VISIBLE,
+                f"This assignment grades chapter(s) {sorted(chapters)}; "
+                "did you upload the right notebook?",
+            )
+        )
     for label, exercise in row.exercises.items():
         match = CHAPTER.match(label)
         if match is None or int(match.group(1)) not in chapters:

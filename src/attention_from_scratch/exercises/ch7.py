@@ -1,11 +1,226 @@
-"""Self-checks of the exercises of chapter 7, "Attention at scale" (being rewritten)."""
+"""Self-checks of the exercises of chapter 7, "Attention at scale".
+
+Each check tries the learner's answer on a small public example written out here (tokens
+numbered 0, 1, 2, ..., two rows of scores, one hiding its first block and one around 1000, a
+few integer queries and keys, the page's 16 000-token prompt) and compares it with numbers
+written out here too or with a property every right answer has. Grading is not done here:
+see :mod:`._core`.
+"""
 
 from __future__ import annotations
 
-from ._core import Exercise
+import math
+
+import torch
+
+from ._core import Exercise, answer_tensor
+
+INF = math.inf
+
+
+def _pair(value: object, shapes: tuple[tuple[int, ...], ...], what: str) -> list[torch.Tensor]:
+    """Two tensors of these shapes (the keys and values, the output and scores), or a
+    failure."""
+    assert isinstance(value, tuple | list) and len(value) == 2, f"expected {what}"
+    return [answer_tensor(item, shape) for item, shape in zip(value, shapes, strict=True)]
+
 
 kv_cache = Exercise("ch7-ex-kv-cache", chapter=7)
+
+
+def _numbered(start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens ``start`` to ``stop - 1`` as (1, 1, t, 1) keys (their numbers) and values (minus
+    their numbers)."""
+    keys = torch.arange(start, stop, dtype=dtype).reshape(1, 1, -1, 1)
+    return keys, -keys
+
+
+@kv_cache.check(
+    hint="After an append the cache holds the newest min(length, window) tokens: read them "
+    "out of the ring from the oldest slot on. `length` counts every token appended."
+)
+def keeps_the_last_four_of_seven_tokens(RollingKVCache):
+    """window 4, appends of 3, 2 and 2 tokens: the last 4, oldest first, and length 7"""
+    cache = RollingKVCache(4)
+    for start, stop, kept in ((0, 3, [0, 1, 2]), (3, 5, [1, 2, 3, 4]), (5, 7, [3, 4, 5, 6])):
+        keys, values = _pair(
+            cache.append(*_numbered(start, stop, torch.float32)),
+            ((1, 1, len(kept), 1),) * 2,
+            "append to return the pair (keys, values)",
+        )
+        got = keys.flatten().tolist()
+        assert got == kept, f"after token {stop - 1} the keys are tokens {got}, not {kept}"
+        assert values.flatten().tolist() == [-p for p in kept], "the values do not match"
+    assert cache.length == 7, f"`length` is {cache.length} after 7 tokens"
+
+
+@kv_cache.check(
+    hint="Allocate (b, h_kv, window, d_h) buffers once, in the keys' dtype, and write token p "
+    "into slot p % window: an append that reaches the end goes on at slot 0."
+)
+def puts_token_p_in_slot_p_mod_4(RollingKVCache):
+    """the same appends in float16: the buffers hold tokens 4, 5, 6, 3 in slots 0 to 3"""
+    cache = RollingKVCache(4)
+    for start, stop in ((0, 3), (3, 5), (5, 7)):
+        cache.append(*_numbered(start, stop, torch.float16))
+    keys = answer_tensor(cache.keys, (1, 1, 4, 1))
+    values = answer_tensor(cache.values, (1, 1, 4, 1))
+    assert keys.dtype == torch.float16, f"the buffers are {keys.dtype}, the keys float16"
+    assert keys.flatten().tolist() == [4, 5, 6, 3], f"the slots hold {keys.flatten().tolist()}"
+    assert values.flatten().tolist() == [-4, -5, -6, -3], "the values' slots do not match"
+
+
 position_ids = Exercise("ch7-ex-position-ids", chapter=7)
+
+
+@position_ids.check(
+    hint="A real token's id is the number of real tokens before it in its row (torch.cumsum "
+    "counts them); every pad gets 0."
+)
+def the_pages_left_padded_prompts(shifted_positions):
+    """the section's two prompts, 4 pads before the short one, nothing cached"""
+    mask = torch.tensor([[False] * 8, [True] * 4 + [False] * 4])
+    got = answer_tensor(shifted_positions(mask, torch.zeros(2, dtype=torch.long)), (2, 8))
+    expected = [list(range(8)), [0, 0, 0, 0, 0, 1, 2, 3]]
+    assert not got.is_floating_point() and got.dtype != torch.bool, (
+        f"the ids should be integers, got {got.dtype}"
+    )
+    assert got.tolist() == expected, f"got {got.tolist()}"
+
+
+@position_ids.check(
+    hint="Pads after the real tokens get 0 too, and each row's count starts at its own "
+    "`past`: add it to the real tokens only."
+)
+def pads_on_both_sides_after_a_cache(shifted_positions):
+    """pads on both sides, after 2, 0 and 5 cached tokens"""
+    mask = torch.tensor(
+        [[True, False, False, False, True, True], [False, False] + [True] * 4, [True] * 6]
+    )
+    got = answer_tensor(shifted_positions(mask, torch.tensor([2, 0, 5])), (3, 6))
+    expected = [[0, 2, 3, 4, 0, 0], [0, 1, 0, 0, 0, 0], [0] * 6]
+    assert got.tolist() == expected, f"got {got.tolist()}"
+
+
 online_softmax = Exercise("ch7-ex-online-softmax", chapter=7)
+
+# Row 0 hides its first block; row 1's maximum moves from 1000 to 1001 in its last block.
+SCORES = torch.tensor([[-INF, -INF, 1.0, 2.0, 0.5, -1.0], [1000.0, 999.0, 2.0, -5.0, 1001.0, 3.0]])
+VALUES = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, -1.0]])
+
+
+def _states(online_softmax) -> tuple[torch.Tensor, ...]:
+    result = online_softmax(SCORES.clone(), VALUES.clone(), 2)
+    assert isinstance(result, tuple | list) and len(result) == 3, "expected (m, ell, o)"
+    shapes = ((3, 2), (3, 2), (3, 2, 2))
+    return tuple(answer_tensor(x, shape) for x, shape in zip(result, shapes, strict=True))
+
+
+@online_softmax.check(
+    hint="After each block m is the largest score so far and ell the sum of e^(score - m) so "
+    "far: rescale the old sum by e^(m - m') when m grows, and subtract 0 while m is -inf."
+)
+def m_and_ell_after_each_block(online_softmax):
+    """m and ell after each block of two scores, for two rows"""
+    m, ell, _ = _states(online_softmax)
+    expected_m = torch.tensor([[-INF, 1000.0], [2.0, 1000.0], [2.0, 1001.0]])
+    expected_ell = torch.tensor([[0.0, 1.367879], [1.367879, 1.367879], [1.640797, 1.503215]])
+    assert torch.equal(m, expected_m), f"m is {m.tolist()}"
+    assert not ell.isnan().any(), "ell is NaN: while m' is -inf, e^(m - m') is e^(-inf + inf)"
+    assert torch.allclose(ell, expected_ell, atol=1e-5), f"ell is {ell.tolist()}"
+
+
+@online_softmax.check(
+    hint="o is rescaled with ell and gains e^(score - m) times each value: after the last "
+    "block o / ell is softmax(scores) @ values."
+)
+def o_ends_as_the_attention_output(online_softmax):
+    """o is 0 after a hidden block, and o / ell is softmax(scores) @ values at the end"""
+    _, ell, o = _states(online_softmax)
+    assert torch.equal(o[0, 0], torch.zeros(2)), f"o of the hidden block is {o[0, 0].tolist()}"
+    expected = torch.softmax(SCORES, dim=-1) @ VALUES  # (2, 2)
+    final = o[-1] / ell[-1][:, None]
+    assert torch.allclose(final, expected, atol=1e-5), f"o / ell is {final.tolist()}"
+
+
 group_heads = Exercise("ch7-ex-group-heads", chapter=7)
+
+# b = 1, h = 4 query heads in h_kv = 2 groups, t = 2 new tokens after 1 cached, d_h = 4.
+Q = torch.tensor(
+    [[[[-2, 0, -1, -1], [1, 0, 0, 2]], [[1, -1, 1, -1], [1, 0, 0, -2]],
+      [[-1, 0, 1, 1], [-1, -2, -2, -1]], [[1, 1, 1, 0], [-2, 1, -1, -2]]]]
+).float()  # fmt: skip
+K = torch.tensor(
+    [[[[-1, 1, -2, -1], [-1, 0, -2, -2], [2, -1, 2, 0]],
+      [[0, -1, 2, 1], [0, 0, 2, 2], [0, 1, -2, 0]]]]
+).float()  # fmt: skip
+V = torch.tensor(
+    [[[[-2, -2, 0, 0], [-2, 0, 1, 0], [-2, -2, 1, 2]],
+      [[0, 2, -1, 0], [-1, -2, 0, 0], [-2, -1, 1, 1]]]]
+).float()  # fmt: skip
+SHAPES = ((1, 4, 2, 4), (1, 2, 4, 3))  # the output (b, h, t, d_h), the scores (b, h_kv, g t, s)
+
+
+@group_heads.check(
+    hint="Fold head j g + c of the queries into rows c t to c t + t - 1 of key/value head j "
+    "(a reshape); row r is query r % t, at position s - t + r % t, and sees the keys up to it."
+)
+def the_folded_scores_of_a_small_example(folded_attention):
+    """the (1, 2, 4, 3) folded scores: 4 query heads, 2 key/value heads, 1 cached token"""
+    _, scores = _pair(folded_attention(Q, K, V), SHAPES, "the pair (output, scores)")
+    expected = torch.tensor(
+        [[[[2.5, 3.0, -INF], [-1.5, -2.5, 1.0], [-1.5, -0.5, -INF], [0.5, 1.5, 1.0]],
+          [[1.5, 2.0, -INF], [-1.5, -3.0, 1.0], [0.5, 1.0, -INF], [-2.5, -3.0, 1.5]]]]
+    )  # fmt: skip
+    assert torch.equal(scores, expected), f"the scores are {scores.tolist()}"
+
+
+@group_heads.check(
+    hint="Softmax each folded row over its keys, multiply by the values of its key/value "
+    "head, and reshape (b, h_kv, g t, d_h) back to (b, h, t, d_h)."
+)
+def the_output_of_a_small_example(folded_attention):
+    """the (1, 4, 2, 4) output of the same example"""
+    out, _ = _pair(folded_attention(Q, K, V), SHAPES, "the pair (output, scores)")
+    expected = torch.tensor(
+        [[[[-2.0, -0.755081, 0.622459, 0.0], [-2.0, -1.945702, 0.926201, 1.798105]],
+          [[-2.0, -0.537883, 0.731059, 0.0], [-2.0, -0.987039, 0.813676, 0.614392]],
+          [[-0.622459, -0.489837, -0.377541, 0.0], [-1.834164, -0.792858, 0.834164, 0.90876]],
+          [[-0.622459, -0.489837, -0.377541, 0.0], [-1.953624, -0.957415, 0.953624, 0.971416]]]]
+    )  # fmt: skip
+    assert torch.allclose(out, expected, atol=1e-5), f"the output is {out.tolist()}"
+
+
 which_path = Exercise("ch7-ex-which-path", chapter=7)
+
+
+def _bytes(value: object) -> float:
+    if isinstance(value, torch.Tensor):
+        assert value.numel() == 1, f"expected a number, got a tensor of shape {value.shape}"
+        return float(value)
+    assert isinstance(value, int | float) and not isinstance(value, bool), (
+        f"expected a number, got {type(value).__name__}"
+    )
+    return float(value)
+
+
+@which_path.check(
+    hint="Which (1, h, t, t) tensors of the explicit attend are alive at once? Under "
+    "torch.no_grad(), does a layer still hold them when the next one runs?"
+)
+def the_colleagues_prompt_in_one_pass(explicit_peak_bytes):
+    """16 000 tokens, 12 heads, 24 layers, float32, in one pass: 24.576 GB"""
+    got = _bytes(explicit_peak_bytes(16_000, 12, 24, 4, 16_000))
+    assert got == 24_576_000_000, f"got {got:.6g} bytes"
+
+
+@which_path.check(
+    hint="A chunk's queries meet every key cached so far, their own included: the largest "
+    "is the last full chunk or the shorter last one."
+)
+def the_prompt_in_chunks(explicit_peak_bytes):
+    """the same prompt in chunks of 1024 tokens, and 11 tokens in chunks of 4"""
+    got = _bytes(explicit_peak_bytes(16_000, 12, 24, 4, 1024))
+    assert got == 1_509_949_440, f"chunks of 1024: got {got:.6g} bytes"
+    got = _bytes(explicit_peak_bytes(11, 1, 1, 1, 4))
+    assert got == 66, f"11 tokens in chunks of 4: got {got:g} bytes"

@@ -1,0 +1,572 @@
+"""Chapter 7, "Attention at scale": the graded exercises (grader only, never shipped).
+
+Each draws a student's inputs from their variant's generator, has the student's code called
+on them in the student's kernel, and judges what comes back against a reference computed here
+in float64. The answers return what neither torch nor the course package exposes: the slots
+of a ring buffer, the running state of the online softmax after every block, the scores of the
+folded grouped product.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from grader.spec import (
+    Call,
+    Case,
+    Check,
+    GradedExercise,
+    Raised,
+    Result,
+    Step,
+    StepResult,
+    Tensor,
+    call,
+    describe,
+    problem_with_tensor,
+    value_of,
+)
+
+FLOAT = {np.float16: "torch.float16", np.float32: "torch.float32", np.float64: "torch.float64"}
+
+
+def dtype_name(array: np.ndarray) -> str:
+    return FLOAT[array.dtype.type]
+
+
+def tensors(got: object, count: int, what: str) -> tuple[list[Tensor] | None, str | None]:
+    """The ``count`` tensors of a returned tuple, or why it is not one."""
+    if isinstance(got, Raised):
+        return None, f"it raised {got.type_name}: {got.message}"
+    if not isinstance(got, list) or len(got) != count:
+        return None, f"expected {what}, got {describe(got)}"
+    if not all(isinstance(item, Tensor) for item in got):
+        return None, f"expected {what}, got {', '.join(describe(item) for item in got)}"
+    return got, None
+
+
+def first_raised(results: Sequence[StepResult]) -> str | None:
+    """Why a step of the call raised (the first one), or None."""
+    for result in results:
+        if isinstance(result.value, Raised):
+            return f"it raised {result.value.type_name}: {result.value.message}"
+    return None
+
+
+# ---- ch7-ex-kv-cache ---------------------------------------------------------------------------
+
+
+class RollingCache(GradedExercise):
+    label = "ch7-ex-kv-cache"
+    checks = (
+        Check(
+            "window",
+            2,
+            "each append returns the last `window` tokens, oldest first; `length` counts all",
+            "Keep count of every token appended; after an append the cache holds the newest "
+            "min(length, window) of them. Read them out of the ring starting at the oldest "
+            "slot.",
+        ),
+        Check(
+            "ring",
+            1,
+            "the buffers hold token p in slot p mod window, in the dtype of the keys",
+            "Allocate the (b, h_kv, window, d_h) buffers once, at the first append, with the "
+            "keys' dtype, and write token p into slot p % window: an append that reaches the "
+            "end of the buffers goes on at slot 0.",
+        ),
+    )
+
+    def cases(self, rng: np.random.Generator) -> list[Case]:
+        cases = []
+        for dtype in (np.float32, np.float32, np.float64):
+            window = int(rng.integers(2, 7))
+            sizes = self.sizes(rng, window, 2 * window + int(rng.integers(1, window + 1)))
+            cases.append(self.case("window", rng, window, sizes, dtype))
+        for dtype in (np.float16, np.float64, np.float32):
+            window = int(rng.integers(3, 8))
+            sizes = self.sizes(rng, window, window + int(rng.integers(1, window)))
+            cases.append(self.case("ring", rng, window, sizes, dtype))
+        return cases
+
+    @staticmethod
+    def sizes(rng: np.random.Generator, window: int, total: int) -> list[int]:
+        """Append sizes from 1 to ``window`` adding up to ``total``, one of them > 1."""
+        while True:
+            sizes: list[int] = []
+            while sum(sizes) < total:
+                sizes.append(int(rng.integers(1, min(window, total - sum(sizes)) + 1)))
+            if max(sizes) > 1:
+                return sizes
+
+    @staticmethod
+    def case(
+        check: str,
+        rng: np.random.Generator,
+        window: int,
+        sizes: list[int],
+        dtype: type,
+    ) -> Case:
+        b, h_kv, d_h = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 5))
+        total = sum(sizes)
+        keys = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
+        values = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
+        steps = [Step("RollingKVCache", args=(window,), send_back=False)]
+        ends = np.cumsum(sizes)
+        for start, end in zip([0, *ends[:-1]], ends, strict=True):
+            steps.append(
+                Step(
+                    Result(0),
+                    "append",
+                    (keys[:, :, start:end], values[:, :, start:end]),
+                    send_back=check == "window",
+                )
+            )
+        if check == "window":
+            steps.append(Step(Result(0), "length", called=False))
+        else:
+            steps += [Step(Result(0), name, called=False) for name in ("keys", "values")]
+        name = dtype_name(keys)
+        shown = f"window {window}, appends of {sizes} tokens, b = {b}, h_kv = {h_kv}, {name}"
+
+        def judge(results: Sequence[StepResult]) -> str | None:
+            raised = first_raised(results)
+            if raised:
+                return raised
+            if check == "window":
+                for i, end in enumerate(ends):
+                    start = max(0, int(end) - window)
+                    got, why = tensors(results[1 + i].value, 2, "the pair (keys, values)")
+                    if why:
+                        return f"append {i}: {why}"
+                    assert got is not None
+                    for item, source, what in zip(
+                        got, (keys, values), ("keys", "values"), strict=True
+                    ):
+                        problem = problem_with_tensor(
+                            item,
+                            source[:, :, start:end],
+                            atol=0,
+                            rtol=0,
+                            what=f"the {what} returned by append {i} (after {end} tokens)",
+                        )
+                        if problem:
+                            return problem
+                length = value_of(results)
+                if length != total or isinstance(length, bool):
+                    return (
+                        f"`length` should be {total} after {total} tokens, got {describe(length)}"
+                    )
+                return None
+            # Slot j holds the newest token p with p % window == j.
+            order = [max(p for p in range(total) if p % window == j) for j in range(window)]
+            for item, source, what in zip(
+                results[-2:], (keys, values), ("keys", "values"), strict=True
+            ):
+                problem = problem_with_tensor(
+                    item.value,
+                    source[:, :, order],
+                    atol=0,
+                    rtol=0,
+                    dtype=name,
+                    what=f"the buffer `{what}`",
+                )
+                if problem:
+                    return problem
+            return None
+
+        return Case(check, Call(tuple(steps), shown), judge)
+
+
+# ---- ch7-ex-position-ids -----------------------------------------------------------------------
+
+
+def padded_on_both_sides(rng: np.random.Generator, b: int, t: int) -> np.ndarray:
+    """A ``(b, t)`` padding mask, pads before and after each row's real tokens (at least one
+    row with pads on both sides when ``t >= 3``)."""
+    rows = []
+    for row in range(b):
+        if row == 0 and t >= 3:
+            real = int(rng.integers(1, t - 1))  # 1 to t - 2 real tokens
+            left = int(rng.integers(1, t - real))  # at least one pad on each side
+        else:
+            real = int(rng.integers(1, t + 1))
+            left = int(rng.integers(0, t - real + 1))
+        rows.append([True] * left + [False] * real + [True] * (t - real - left))
+    return np.array(rows, dtype=bool)
+
+
+def positions(padding_mask: np.ndarray, past: np.ndarray) -> np.ndarray:
+    """The ids of the real tokens counted one by one (the reference), 0 at every pad."""
+    ids = np.zeros(padding_mask.shape, dtype=np.int64)
+    for row, mask in enumerate(padding_mask):
+        seen = int(past[row])
+        for column, is_pad in enumerate(mask):
+            if not is_pad:
+                ids[row, column] = seen
+                seen += 1
+    return ids
+
+
+class PositionIds(GradedExercise):
+    label = "ch7-ex-position-ids"
+    checks = (
+        Check(
+            "counts",
+            1,
+            "ids counted from each row's first real token, 0 at every pad",
+            "A real token's id is the number of real tokens before it in its row; a pad gets 0 "
+            "wherever it sits, before or after the real tokens. Which running operation over a "
+            "row counts what came before?",
+        ),
+        Check(
+            "past",
+            1,
+            "ids that go on from the tokens already in the cache",
+            "Each row starts counting at its own `past`, the real tokens it already has in "
+            "the cache: add it, one number per row, to that row's real tokens only.",
+        ),
+        Check(
+            "edges",
+            1,
+            "rows of padding only, rows without padding, one column; integer ids",
+            "Try a row that is all padding (every id 0, whatever `past`), a row without any, "
+            "and a chunk of one token; the ids must be an integer tensor.",
+        ),
+    )
+
+    def cases(self, rng: np.random.Generator) -> list[Case]:
+        cases = []
+        for _ in range(3):
+            b, t = int(rng.integers(2, 6)), int(rng.integers(4, 11))
+            mask = padded_on_both_sides(rng, b, t)
+            cases.append(self.case("counts", mask, np.zeros(b, dtype=np.int64)))
+        for _ in range(3):
+            b, t = int(rng.integers(2, 6)), int(rng.integers(3, 11))
+            past = rng.integers(1, 30, size=b).astype(np.int64)
+            cases.append(self.case("past", padded_on_both_sides(rng, b, t), past))
+        t = int(rng.integers(3, 9))
+        edges = np.array([[True] * t, [False] * t, [False] * (t - 1) + [True]])
+        cases.append(self.case("edges", edges, rng.integers(0, 20, size=3).astype(np.int64)))
+        column = np.array([[True], [False], [False]])
+        cases.append(self.case("edges", column, np.array([5, 0, 7], dtype=np.int64)))
+        return cases
+
+    @staticmethod
+    def case(check: str, mask: np.ndarray, past: np.ndarray) -> Case:
+        expected = positions(mask, past)
+
+        def judge(results: Sequence[StepResult]) -> str | None:
+            got = value_of(results)
+            problem = problem_with_tensor(got, expected, atol=0, rtol=0, what="the tensor of ids")
+            if problem and isinstance(got, Tensor) and got.shape == expected.shape:
+                wrong_pads = (got.array != expected) & mask
+                if wrong_pads.any():
+                    return "a pad got a nonzero id: every pad gets 0, on either side"
+            if problem:
+                return problem
+            assert isinstance(got, Tensor)
+            if got.array.dtype.kind not in "iu":
+                return f"the ids should be an integer tensor, got {got.dtype}"
+            return None
+
+        rows = ["".join("p" if pad else "x" for pad in row) for row in mask]
+        shown = f"rows {' '.join(rows)} (p = pad), past = {past.tolist()}"
+        return Case(check, call("shifted_positions", mask, past, shown=shown), judge)
+
+
+# ---- ch7-ex-online-softmax ---------------------------------------------------------------------
+
+
+def online_states(
+    scores: np.ndarray, values: np.ndarray, block_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``m``, ``ell`` and ``o`` after every block, each from its definition over the scores
+    seen so far (the reference, in float64): ``(n, r)``, ``(n, r)``, ``(n, r, d)``."""
+    scores, values = scores.astype(np.float64), values.astype(np.float64)
+    ms, ells, os = [], [], []
+    for end in range(block_size, scores.shape[1] + block_size, block_size):
+        seen = scores[:, :end]
+        m = seen.max(axis=1)  # (r,)
+        safe = np.where(np.isneginf(m), 0.0, m)
+        p = np.exp(seen - safe[:, None])  # (r, end), 0 at hidden keys
+        ms.append(m)
+        ells.append(p.sum(axis=1))
+        os.append(p @ values[: seen.shape[1]])
+    return np.stack(ms), np.stack(ells), np.stack(os)
+
+
+class OnlineSoftmax(GradedExercise):
+    label = "ch7-ex-online-softmax"
+    checks = (
+        Check(
+            "states",
+            2,
+            "m, ell and o after every block",
+            "After block k, m is each row's largest score so far, and ell and o sum "
+            "e^(score - m) (times the values, for o) over the scores so far, measured from "
+            "that m: when the maximum grows, rescale what you had by e^(m - m').",
+        ),
+        Check(
+            "edges",
+            1,
+            "rows whose first blocks are hidden, scores near 1000, float32",
+            "While a row has seen only -inf, subtract 0 instead of m (so that ell and o stay "
+            "0, never NaN); every exponent must be at most 0; keep the dtype of the scores.",
+        ),
+    )
+
+    def cases(self, rng: np.random.Generator) -> list[Case]:
+        cases = []
+        for uneven in (True, False, True):
+            r, s, d = int(rng.integers(1, 5)), int(rng.integers(6, 15)), int(rng.integers(1, 4))
+            block = int(rng.integers(2, s // 2 + 1)) if uneven else int(rng.choice([1, s]))
+            if uneven and s % block == 0:
+                s += 1  # a shorter last block
+            scores = 3 * rng.standard_normal((r, s))
+            cases.append(self.case("states", scores, rng.standard_normal((s, d)), block))
+        # Masked first blocks: row 0 hidden for its first two blocks, row 1 entirely.
+        s, block, d = int(rng.integers(7, 12)), int(rng.integers(2, 4)), int(rng.integers(1, 4))
+        scores = 3 * rng.standard_normal((3, s))
+        scores[0, : 2 * block] = -np.inf
+        scores[1] = -np.inf
+        scores[2, rng.random(s) < 0.4] = -np.inf
+        scores[2, -1] = rng.standard_normal()
+        cases.append(self.case("edges", scores, rng.standard_normal((s, d)), block))
+        # Scores near 1000 whose maximum arrives late, in float32.
+        s = int(rng.integers(6, 12))
+        large = 1000 + 3 * rng.standard_normal((2, s))
+        large[:, -1] += 8
+        values = rng.standard_normal((s, 2)).astype(np.float32)
+        cases.append(self.case("edges", large.astype(np.float32), values, 2))
+        return cases
+
+    @staticmethod
+    def case(check: str, scores: np.ndarray, values: np.ndarray, block: int) -> Case:
+        values = values.astype(scores.dtype)
+        expected = online_states(scores, values, block)
+        name = dtype_name(scores)
+        wide = scores.dtype == np.float64
+        atol, rtol = (1e-9, 1e-9) if wide else (1e-4, 1e-4)
+
+        def judge(results: Sequence[StepResult]) -> str | None:
+            got, why = tensors(value_of(results), 3, "the triple (m, ell, o)")
+            if why:
+                return why
+            assert got is not None
+            for item, want, what in zip(got, expected, ("m", "ell", "o"), strict=True):
+                problem = problem_with_tensor(
+                    item, want, atol=atol, rtol=rtol, dtype=name, what=f"`{what}`"
+                )
+                if problem:
+                    if what == "ell" and isinstance(item, Tensor) and np.isnan(item.array).any():
+                        return "`ell` became NaN: while m' is -inf, e^(m - m') is e^(-inf + inf)"
+                    return problem
+            return None
+
+        r, s = scores.shape
+        shown = f"r = {r}, s = {s}, d = {values.shape[1]}, block_size = {block}, {name}"
+        return Case(check, call("online_softmax", scores, values, block, shown=shown), judge)
+
+
+# ---- ch7-ex-group-heads ------------------------------------------------------------------------
+
+
+def grouped_by_heads(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grouped-query attention after a cache, one query head at a time (the reference): the
+    output ``(b, h, t, d_h)`` and the folded scores ``(b, h_kv, g t, s)``."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    b, h, t, d_h = q.shape
+    h_kv, s = k.shape[1], k.shape[2]
+    g = h // h_kv
+    hidden = np.arange(s)[None, :] > (s - t + np.arange(t))[:, None]  # (t, s)
+    scores = np.empty((b, h, t, s))
+    out = np.empty((b, h, t, d_h))
+    for head in range(h):
+        head_scores = q[:, head] @ k[:, head // g].transpose(0, 2, 1) / math.sqrt(d_h)
+        head_scores[:, hidden] = -np.inf
+        exps = np.exp(head_scores - head_scores.max(axis=-1, keepdims=True))
+        out[:, head] = exps / exps.sum(axis=-1, keepdims=True) @ v[:, head // g]
+        scores[:, head] = head_scores
+    return out, scores.reshape(b, h_kv, g * t, s)
+
+
+class FoldedAttention(GradedExercise):
+    label = "ch7-ex-group-heads"
+    checks = (
+        Check(
+            "output",
+            1,
+            "the output of grouped-query attention after a cache",
+            "Query head i reads key/value head i // g (the g heads of a group are "
+            "neighbours), and new query i sits at position s - t + i: it sees keys 0 to "
+            "s - t + i.",
+        ),
+        Check(
+            "scores",
+            1,
+            "the scaled scores of the folded product, -inf where hidden",
+            "Row r of the folded (g t, s) matrix of key/value head j is query r % t of head "
+            "j g + r // t: its mask is the (t, s) mask of the cache repeated g times down the "
+            "rows.",
+        ),
+        Check(
+            "edges",
+            1,
+            "one new token, h_kv = h, h_kv = 1, float32",
+            "Try t = 1 (one decoding step: every key visible), g = 1 (multi-head attention) "
+            "and h_kv = 1 (one key/value head for every query head), and keep the dtype of q.",
+        ),
+    )
+
+    def cases(self, rng: np.random.Generator) -> list[Case]:
+        cases = []
+        for check in ("output", "scores"):
+            for _ in range(2):
+                h_kv, g = int(rng.integers(1, 4)), int(rng.integers(2, 4))
+                t = int(rng.integers(2, 6))
+                shape = (int(rng.integers(1, 3)), g * h_kv, h_kv, t, t + int(rng.integers(1, 5)))
+                cases.append(self.case(check, rng, shape, np.float64))
+        b = int(rng.integers(1, 3))
+        cases.append(self.case("edges", rng, (b, 4, 2, 1, int(rng.integers(3, 8))), np.float64))
+        cases.append(self.case("edges", rng, (b, 3, 3, 3, 5), np.float64))
+        cases.append(self.case("edges", rng, (b, 4, 1, 3, 3), np.float32))
+        return cases
+
+    @staticmethod
+    def case(check: str, rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> Case:
+        b, h, h_kv, t, s = shape
+        d_h = int(rng.integers(2, 6))
+        q = rng.standard_normal((b, h, t, d_h)).astype(dtype)
+        k = rng.standard_normal((b, h_kv, s, d_h)).astype(dtype)
+        v = rng.standard_normal((b, h_kv, s, d_h)).astype(dtype)
+        out, scores = grouped_by_heads(q, k, v)
+        name = dtype_name(q)
+        atol = 1e-9 if dtype == np.float64 else 2e-5
+
+        def judge(results: Sequence[StepResult]) -> str | None:
+            got, why = tensors(value_of(results), 2, "the pair (output, scores)")
+            if why:
+                return why
+            assert got is not None
+            if check in ("output", "edges"):
+                problem = problem_with_tensor(got[0], out, atol=atol, dtype=name, what="the output")
+                if problem:
+                    return problem
+            if check in ("scores", "edges"):
+                folded = got[1]
+                if folded.shape == scores.shape:
+                    hidden = np.isneginf(scores)
+                    if not np.array_equal(np.isneginf(folded.array), hidden):
+                        return "the -inf of the scores are not at the keys each row must not see"
+                    kept = np.where(hidden, 0.0, folded.array.astype(np.float64))
+                    folded = Tensor(kept, folded.dtype)
+                    problem = problem_with_tensor(
+                        folded, np.where(hidden, 0.0, scores), atol=atol, dtype=name,
+                        what="the tensor of scores",
+                    )  # fmt: skip
+                else:
+                    problem = problem_with_tensor(folded, scores, what="the tensor of scores")
+                if problem:
+                    return problem
+            return None
+
+        shown = f"b = {b}, h = {h}, h_kv = {h_kv}, t = {t}, s = {s}, d_h = {d_h}, {name}"
+        return Case(check, call("folded_attention", q, k, v, shown=shown), judge)
+
+
+# ---- ch7-ex-which-path -------------------------------------------------------------------------
+
+
+def chunked_peak(tokens: int, heads: int, bytes_per_number: int, chunk: int) -> int:
+    """Bytes of the (1, h, rows, keys) scores and weights of the largest chunk (the
+    reference): chunk k's queries see every key up to its last one."""
+    largest = 0
+    for start in range(0, tokens, chunk):
+        end = min(start + chunk, tokens)
+        largest = max(largest, (end - start) * end)
+    return 2 * heads * largest * bytes_per_number
+
+
+class ExplicitPeak(GradedExercise):
+    label = "ch7-ex-which-path"
+    manual_points = 1
+    rubric = (
+        "1 point: a workable way to see the weights that never forms a (t, t) matrix, e.g. "
+        "keep the fused path and, under torch.no_grad(), recompute from that layer's queries "
+        "and keys (a forward hook calling its project) the weights of the heads and the few "
+        "query rows to plot: a (rows, t) slice per head; or feed the prompt in chunks through "
+        "KV caches on the explicit path and keep only the rows to plot from each chunk's "
+        "(chunk, s) weights."
+    )
+    checks = (
+        Check(
+            "one_pass",
+            1,
+            "the peak of the scores and weights for a prompt in one pass",
+            "Which (1, h, t, t) tensors of the explicit attend are alive at the same moment? "
+            "Under torch.no_grad(), is anything of one layer still held when the next runs?",
+        ),
+        Check(
+            "chunks",
+            1,
+            "the peak when the prompt goes through KV caches in chunks",
+            "A chunk's queries meet every key cached so far, their own included: compare the "
+            "last full chunk with the shorter last one.",
+        ),
+    )
+
+    def cases(self, rng: np.random.Generator) -> list[Case]:
+        cases = []
+        for _ in range(3):
+            tokens = int(rng.integers(1_000, 40_000))
+            chunk = tokens + int(rng.integers(0, 2)) * int(rng.integers(1, 5000))
+            cases.append(self.case("one_pass", rng, tokens, chunk))
+        for partial_wins in (False, True, False):
+            while True:
+                chunk = int(rng.integers(64, 4096))
+                tokens = chunk * int(rng.integers(2, 12)) + int(rng.integers(1, chunk))
+                full = (tokens // chunk) * chunk * chunk
+                partial = (tokens % chunk) * tokens
+                if (partial > full) == partial_wins:
+                    break
+            cases.append(self.case("chunks", rng, tokens, chunk))
+        return cases
+
+    @staticmethod
+    def case(check: str, rng: np.random.Generator, tokens: int, chunk: int) -> Case:
+        heads = int(rng.integers(1, 33))
+        layers = int(rng.integers(2, 49))
+        size = int(rng.choice([2, 4, 8]))
+        expected = chunked_peak(tokens, heads, size, chunk)
+
+        def judge(results: Sequence[StepResult]) -> str | None:
+            got = value_of(results)
+            if isinstance(got, Raised):
+                return f"it raised {got.type_name}: {got.message}"
+            if isinstance(got, Tensor) and got.array.size == 1:
+                got = got.array.reshape(()).item()
+            if isinstance(got, bool) or not isinstance(got, int | float):
+                return f"expected a number of bytes, got {describe(got)}"
+            if math.isclose(got, expected, rel_tol=1e-6):
+                return None
+            if math.isclose(got, expected * layers, rel_tol=1e-6):
+                return "the estimate grows with the number of layers"
+            if math.isclose(got, expected / 2, rel_tol=1e-6):
+                return "the estimate counts one of the tensors alive at once"
+            return f"the estimate {got:.4g} is not the peak"
+
+        shown = (
+            f"tokens = {tokens}, heads = {heads}, layers = {layers}, "
+            f"bytes_per_number = {size}, chunk = {chunk}"
+        )
+        return Case(
+            check,
+            call("explicit_peak_bytes", tokens, heads, layers, size, chunk, shown=shown),
+            judge,
+        )
+
+
+EXERCISES = [RollingCache, PositionIds, OnlineSoftmax, FoldedAttention, ExplicitPeak]
