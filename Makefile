@@ -73,8 +73,9 @@ workflows: $(STAMP)
 test: prerequisites lint unit notebooks book-fresh html-checks workflows
 
 # The student edition: every chapter with its solutions replaced by stubs, and a zip to hand out.
+# ROSTER=roster.csv also writes one edition per student (_build/student/students/<key>/).
 student: $(STAMP)
-	$(BIN)/python tools/student_edition.py
+	$(BIN)/python tools/student_edition.py $(if $(ROSTER),--roster "$(ROSTER)")
 	@echo "The student edition is in _build/student (hand out attention-from-scratch-student.zip)."
 
 # Grade a folder of submitted notebooks, each kernel in its own bubblewrap sandbox (Linux):

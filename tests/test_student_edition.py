@@ -73,7 +73,9 @@ def reference_solution_lines(path: Path) -> set[str]:
 def test_the_fixture_becomes_stubs_and_visible_checks() -> None:
     student = student_edition.student_notebook(fixture_notebook())
     sources = [cell.source for cell in student.cells]
-    assert "# A (3,) tensor: twice `base`.\ndoubled = ..." in "\n".join(sources)
+    assert "def double(x):\n    # Twice x, of its shape and dtype.\n    return ..." in "\n".join(
+        sources
+    )
     assert not any(DOUBLE_SOLUTION.strip() in s or TOTAL_SOLUTION.strip() in s for s in sources)
     assert not any("Doubling every entry" in s for s in sources)  # explanation removed
     assert not any("{solution-" in s or "{exercise}" in s for s in sources)
@@ -145,10 +147,59 @@ def test_the_zip_holds_one_notebook_per_chapter(edition: Path) -> None:
 def test_the_untouched_student_edition_earns_no_points(edition: Path, tmp_path: Path) -> None:
     for path in CHAPTERS:
         (tmp_path / path.name).write_bytes((edition / path.name).read_bytes())
-    rows = {
-        row.submission: row for row in grader.grade_folder(tmp_path, workers=2, sandbox=SANDBOX)
-    }
+    graded = grader.grade_folder(
+        tmp_path, workers=2, sandbox=SANDBOX, secret_path=tmp_path.parent / "secret"
+    )
+    rows = {row.submission: row for row in graded}
     for path in CHAPTERS:
         row = rows[path.name]
         assert row.status == "ok", (path.name, row.notes)
         assert row.total == 0, path.name
+
+
+def test_a_roster_gives_each_student_an_edition_that_names_them(tmp_path: Path) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "Student,ID,submission\n"
+        ",Points Possible,\n"
+        "Ada Lovelace,1815,ada.ipynb\n"
+        "Alan Turing,1912,alan.ipynb\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "student"
+    assert student_edition.main(["--out", str(out), "--roster", str(roster)]) == 0
+    folders = sorted(p.name for p in (out / "students").iterdir())
+    assert folders == ["ID-1815", "ID-1912"]
+    for folder, key in (("ID-1815", "ID=1815"), ("ID-1912", "ID=1912")):
+        for path in CHAPTERS:
+            mine = nbformat.read(out / "students" / folder / path.name, as_version=4)
+            shared = nbformat.read(out / path.name, as_version=4)
+            assert mine.metadata["attention_from_scratch"] == {"student": key}
+            assert key in mine.cells[0].source
+            assert [c.source for c in mine.cells[1:]] == [c.source for c in shared.cells]
+        with zipfile.ZipFile(out / "students" / folder / student_edition.ZIP_NAME) as archive:
+            assert len(archive.namelist()) == len(CHAPTERS)
+
+
+def test_the_grader_draws_an_editions_student_when_no_roster_names_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grader import run
+
+    drawn: list[str] = []
+    real = run.variant_rng
+    monkeypatch.setattr(
+        run, "variant_rng", lambda secret, key, label: drawn.append(key) or real(secret, key, label)
+    )
+    monkeypatch.setattr(run, "execute", lambda *args: ("ok", "", {}))
+    nb = student_edition.for_student(fixture_notebook(), "ID=1815")
+    path = tmp_path / "handed-in.ipynb"
+    nbformat.write(nb, path)
+    config = grader.GradingConfig.make(
+        grading_dir=FIXTURES / "grading", secret="s" * 40, sandbox="none"
+    )
+    run.grade_notebook(path, config)
+    run.grade_notebook(path, config, student="ID=1912")  # the roster's word wins
+    nbformat.write(fixture_notebook(), path)
+    run.grade_notebook(path, config)  # no edition, no roster: the file's name
+    assert drawn == ["ID=1815"] * 2 + ["ID=1912"] * 2 + ["handed-in.ipynb"] * 2

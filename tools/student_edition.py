@@ -13,7 +13,13 @@ For every chapter notebook listed in _toc.yml it writes a copy in which:
 Then it refuses to finish if any non-trivial line of a solution is still in the edition, and
 zips the notebooks into attention-from-scratch-student.zip for hand-out.
 
-Usage: python tools/student_edition.py [--out _build/student]
+With a roster (the LMS's class list, as `make grade ROSTER=` reads it), it also writes one
+edition per student into `students/<key>/`, each with its zip: the same notebooks, each
+headed by a cell that names its student and carrying the student's key in its metadata
+(`attention_from_scratch.student`), so that `make grade` draws that student's variant for it
+even without the roster.
+
+Usage: python tools/student_edition.py [--out _build/student] [--roster roster.csv]
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ ZIP_NAME = "attention-from-scratch-student.zip"
 FOLDER_IN_ZIP = "attention-from-scratch-student"
 DEFAULT_STUB = "# Write your answer here.\n"
 CHECK_COMMENT = "# Run this cell to check your answer.\n"
+# Where a per-student edition keeps its student's key, in the notebook's metadata.
+METADATA_KEY = "attention_from_scratch"
 SOLUTION_START = re.compile(r"^\s*(?:```|:::)\{solution-start\}\s*(\S+)")
 SOLUTION_END = re.compile(r"^\s*(?:```|:::)\{solution-end\}")
 # `:::{exercise}` with its `:label:` and other options, the statement, then `:::`.
@@ -161,10 +169,34 @@ def leaks(student: Any, lines: set[str]) -> list[str]:
     return sorted(lines & found)
 
 
-def build(out: Path = DEFAULT_OUT, root: Path = ROOT) -> list[Path]:
-    """Write the student notebooks and the zip into ``out``; return the notebooks' paths."""
+def for_student(nb: Any, key: str) -> Any:
+    """A copy of a student notebook for one student: a first cell naming them, and their key
+    in the notebook's metadata (what ``make grade`` keys their variant by)."""
+    nb = copy.deepcopy(nb)
+    nb.metadata.setdefault(METADATA_KEY, {})["student"] = key
+    header = nbformat.v4.new_markdown_cell(
+        f"This notebook is {key}'s edition: hand it in as it is, under any file name. "
+        "The grader tries your answers on inputs drawn for you."
+    )
+    nb.cells.insert(0, header)
+    return nb
+
+
+def write_zip(path: Path, notebooks: list[Path]) -> None:
+    """The notebooks in one zip, in a folder of their own, the same bytes for the same input."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for notebook in notebooks:
+            info = zipfile.ZipInfo(f"{FOLDER_IN_ZIP}/{notebook.name}", date_time=ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, notebook.read_bytes())
+
+
+def build(out: Path = DEFAULT_OUT, root: Path = ROOT, students: list[str] = ()) -> list[Path]:
+    """Write the student notebooks and the zip into ``out`` (and one edition per student key
+    under ``out/students/``); return the notebooks' paths."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    editions: list[Any] = []
     for source in chapter_notebooks(root):
         nb = nbformat.read(source, as_version=4)
         student = student_notebook(nb)
@@ -174,21 +206,45 @@ def build(out: Path = DEFAULT_OUT, root: Path = ROOT) -> list[Path]:
         target = out / source.name
         nbformat.write(student, target)
         written.append(target)
-    with zipfile.ZipFile(out / ZIP_NAME, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in written:
-            info = zipfile.ZipInfo(f"{FOLDER_IN_ZIP}/{path.name}", date_time=ZIP_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())
+        editions.append(student)
+    write_zip(out / ZIP_NAME, written)
+    for key in students:
+        folder = out / "students" / slug(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        theirs = []
+        for path, student in zip(written, editions, strict=True):
+            nbformat.write(for_student(student, key), folder / path.name)
+            theirs.append(folder / path.name)
+        write_zip(folder / ZIP_NAME, theirs)
     return written
+
+
+def slug(key: str) -> str:
+    """A folder name for a student's key (``ID=1234`` -> ``ID-1234``)."""
+    return re.sub(r"[^A-Za-z0-9._@-]+", "-", key).strip("-") or "student"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--roster", type=Path, help="the LMS's class list: also one edition per student"
+    )
     args = parser.parse_args(argv)
-    written = build(args.out)
+    students: list[str] = []
+    if args.roster is not None:
+        sys.path.insert(0, str(ROOT / "tools"))
+        import gradebook
+
+        roster = gradebook.Roster.read(args.roster)
+        students = [
+            roster.student(row) for row in roster.rows if not roster.is_points_possible(row)
+        ]
+    written = build(args.out, students=students)
     print(f"Wrote {len(written)} notebooks and {args.out / ZIP_NAME}")
+    if students:
+        print(f"and an edition for each of {len(students)} students in {args.out / 'students'}")
     return 0
 
 

@@ -7,6 +7,7 @@ whatever the student's code does to this function, the grader judges only the nu
 come back, against its own references, in its own process.
 """
 
+
 def _grader_run(folder, namespace):  # runs in the kernel: no annotation it cannot evaluate
     import json
     import pathlib

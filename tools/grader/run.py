@@ -241,7 +241,10 @@ def grade_notebook(path: Path, config: GradingConfig, student: str | None = None
             possible=possible,
         )
     secret = config.secret.encode("ascii")
-    key = student or path.name
+    # The roster's student, else the student of a per-student edition, else the file.
+    edition = nb.metadata.get("attention_from_scratch", {})
+    edition_student = edition.get("student") if isinstance(edition, dict) else None
+    key = student or (edition_student if isinstance(edition_student, str) else None) or path.name
     cases = {label: e.cases(variant_rng(secret, key, label)) for label, e in auto.items()}
     for cell in nb.cells:
         if cell.cell_type == "code":
