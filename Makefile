@@ -101,7 +101,7 @@ gradescope: $(STAMP)
 
 # The exercises as an nbgrader course (book/instructors.md): writes _build/nbgrader/.
 nbgrader: $(STAMP)
-	$(BIN)/python tools/nbgrader_export.py
+	$(BIN)/python tools/nbgrader_export.py $(CHAPTERS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention_paths.py

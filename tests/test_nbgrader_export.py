@@ -1,5 +1,8 @@
-"""The nbgrader course: nbgrader's own generate_assignment and autograde give, per exercise,
-the points `make grade` gives on the same notebooks."""
+"""The nbgrader course: nbgrader's own generate_assignment, autograde and generate_feedback on
+the export; on the book's own notebooks (full marks, the untouched release, one exercise
+broken) they give, per exercise, the points `make grade` gives, and so does grading the course's
+submissions outside the kernel (`tools/grade.py --nbgrader`); nothing of the grader's side
+reaches a release or a feedback file."""
 
 from __future__ import annotations
 
@@ -31,8 +34,10 @@ NBGRADER_ENV = (
     / "attention-from-scratch"
     / "nbgrader-0.9.6-env"
 )  # outside the repository: the book build and the linters must not read it
-CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
-BROKEN = "ch5-ex-slice-stride"
+CHAPTER = ROOT / "book" / "01_simplified_attention.ipynb"
+ASSIGNMENT = "ch1"
+BROKEN = "ch1-ex-temperature"
+GRADED = ROOT / "grading" / "ch1.py"
 
 
 BIN = NBGRADER_ENV / ("Scripts" if os.name == "nt" else "bin")
@@ -45,21 +50,23 @@ def nbgrader_env() -> Path:
         NBGRADER_ENV.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "venv", str(NBGRADER_ENV)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", NBGRADER], check=True)
-        purelib = subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        ours = sysconfig.get_paths()["purelib"]
-        Path(purelib, "course-environment.pth").write_text(
-            f"import site; site.addsitedir({ours!r})\n", encoding="utf-8"
-        )
         (NBGRADER_ENV / ".ready").touch()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # The environment is shared by every checkout of this user: point it, each time, at the
+    # environment (and so the course package) of the checkout under test.
+    ours = sysconfig.get_paths()["purelib"]
+    Path(purelib, "course-environment.pth").write_text(
+        f"import site; site.addsitedir({ours!r})\n", encoding="utf-8"
+    )
     return python
 
 
-def nbgrader(python: Path, course: Path, *args: str) -> None:
+def nbgrader(python: Path, course: Path, *args: str) -> str:
     # nbgrader starts alembic by name: its environment's scripts come first on the PATH.
     env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(
@@ -72,6 +79,13 @@ def nbgrader(python: Path, course: Path, *args: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return done.stdout + done.stderr
+
+
+def graders_lines(text: str) -> list[str]:
+    """Lines of the grader's side of the chapter (its draws, references, rubrics) in a text."""
+    lines = [line.strip() for line in GRADED.read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if len(line) > 30 and line in text]
 
 
 def broken(nb: nbformat.NotebookNode, marker: str) -> nbformat.NotebookNode:
@@ -95,31 +109,31 @@ def broken(nb: nbformat.NotebookNode, marker: str) -> nbformat.NotebookNode:
 def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> None:
     python = nbgrader_env()
     course = tmp_path / "course"
-    nbgrader_export.export(course)
+    nbgrader_export.export(course, [1])
     assert (course / "nbgrader_config.py").is_file()
-    nbgrader(python, course, "generate_assignment", "ch5", "--force")
-    source = nbformat.read(course / "source" / "ch5" / CHAPTER.name, as_version=4)
-    release = nbformat.read(course / "release" / "ch5" / CHAPTER.name, as_version=4)
-    # Nothing of a hidden check reaches the student version.
-    hidden = (ROOT / "grading" / "hidden" / "ch5.py").read_text()
+    nbgrader(python, course, "generate_assignment", ASSIGNMENT, "--force")
+    source = nbformat.read(course / "source" / ASSIGNMENT / CHAPTER.name, as_version=4)
+    release = nbformat.read(course / "release" / ASSIGNMENT / CHAPTER.name, as_version=4)
+    # Nothing of the grader's side reaches the student version; it has no hidden test at all.
     released = nbformat.writes(release)
-    assert "BEGIN HIDDEN TESTS" not in released
-    assert [line for line in hidden.splitlines() if len(line) > 30 and line in released] == []
+    assert "BEGIN HIDDEN TESTS" not in released and graders_lines(released) == []
     students = {
         "full": source,
         "empty": release,
         "broken": broken(copy.deepcopy(source), "nbgrader"),
     }
     for student, nb in students.items():
-        folder = course / "submitted" / student / "ch5"
+        folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / CHAPTER.name)
-    nbgrader(python, course, "autograde", "ch5", "--create", "--force")
+    log = nbgrader(python, course, "autograde", ASSIGNMENT, "--create", "--force")
+    # An untouched release raises no false alarm (jupyter/nbgrader#1961).
+    assert "has changed" not in log
     script = (
         "import json, sys\nfrom nbgrader.api import Gradebook\n"
         f"with Gradebook('sqlite:///{course / 'gradebook.db'}') as gb:\n"
         "    out = {s: {g.name: g.score for g in gb.find_submission_notebook("
-        f"'{CHAPTER.stem}', 'ch5', s).grades if not g.name.endswith('-written')}}\n"
+        f"'{CHAPTER.stem}', '{ASSIGNMENT}', s).grades if not g.name.endswith('-written')}}\n"
         "        for s in sys.argv[1:]}\n"
         "print(json.dumps(out))\n"
     )
@@ -130,6 +144,10 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
         check=True,
     )
     by_nbgrader = json.loads(done.stdout)
+    # The feedback nbgrader writes for students prints every test cell: nothing of ours.
+    nbgrader(python, course, "generate_feedback", ASSIGNMENT, "--force")
+    for feedback in course.glob(f"feedback/*/{ASSIGNMENT}/*.html"):
+        assert graders_lines(feedback.read_text(encoding="utf-8")) == [], feedback
 
     # make grade on the book's own notebooks: the chapter, its student edition, one broken.
     book = nbformat.read(CHAPTER, as_version=4)
@@ -139,7 +157,8 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
     nbformat.write(student_edition.student_notebook(book), folder / "empty.ipynb")
     nbformat.write(broken(nbformat.read(CHAPTER, as_version=4), "book"), folder / "broken.ipynb")
     sandbox = "bwrap" if grader.sandbox_problem() is None else "none"
-    rows = grader.grade_folder(folder, sandbox=sandbox, hidden_dir=ROOT / "grading" / "hidden")
+    secret = tmp_path / "secret"
+    rows = grader.grade_folder(folder, sandbox=sandbox, secret_path=secret)
     by_make_grade = {
         Path(row.submission).stem: {
             label: exercise.earned for label, exercise in row.exercises.items()
@@ -149,3 +168,13 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
     assert by_nbgrader == by_make_grade
     assert sum(by_nbgrader["full"].values()) > 0 == sum(by_nbgrader["empty"].values())
     assert by_nbgrader["broken"][BROKEN] == 0 < by_nbgrader["full"][BROKEN]
+    # The points that count: the course's submissions graded outside the students' kernels.
+    outside = grader.grade_nbgrader(course, ASSIGNMENT, sandbox=sandbox, secret_path=secret)
+    by_grader = {
+        row.submission.split("/")[0]: {
+            label: exercise.earned for label, exercise in row.exercises.items()
+        }
+        for row in outside
+    }
+    assert by_grader == by_make_grade
+    assert (course / "grades" / ASSIGNMENT / "grades.csv").is_file()

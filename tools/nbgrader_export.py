@@ -28,7 +28,7 @@ course's grader, which calls the answers on inputs of its own outside the studen
 The exercises, stubs, checks and points are read from the same sources as the book, the
 student edition and `make grade`; nothing is written twice.
 
-Usage: python tools/nbgrader_export.py [--out _build/nbgrader]
+Usage: python tools/nbgrader_export.py [--out _build/nbgrader] [CHAPTER ...]
 """
 
 from __future__ import annotations
@@ -144,13 +144,16 @@ def nbgrader_notebook(nb: Any, chapter: int) -> Any:
     return student
 
 
-def export(out: Path = DEFAULT_OUT) -> list[Path]:
-    """Write the course directory; return the source notebooks written."""
+def export(out: Path = DEFAULT_OUT, chapters: list[int] | None = None) -> list[Path]:
+    """Write the course directory (every chapter, or ``chapters``); return the source
+    notebooks written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
     written = []
     for path in student_edition.chapter_notebooks(ROOT):
         chapter = int(FILE_CHAPTER.match(path.name)[1])
+        if chapters is not None and chapter not in chapters:
+            continue
         notebook = nbgrader_notebook(nbformat.read(path, as_version=4), chapter)
         target = out / "source" / f"ch{chapter}" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -162,8 +165,9 @@ def export(out: Path = DEFAULT_OUT) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("chapters", type=int, nargs="*", help="chapter numbers (default: all)")
     args = parser.parse_args(argv)
-    written = export(args.out)
+    written = export(args.out, args.chapters or None)
     print(f"Wrote an nbgrader course with {len(written)} assignments to {args.out}")
     return 0
 

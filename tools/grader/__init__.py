@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .cli import main
 from .config import DEFAULT_GRADING, DEFAULT_SECRET, SANDBOXES, GradingConfig, Limits
-from .folder import grade_folder
+from .folder import grade_folder, grade_nbgrader
 from .graded import load_all, load_chapter, read_secret, variant_rng, variant_seed
 from .report import ExerciseScore, ManualExercise, Row, feedback_text, write_csv
 from .sandbox import ADVICE, SandboxUnavailable, sandbox_command, sandbox_problem
@@ -33,6 +33,7 @@ __all__ = [
     "SandboxUnavailable",
     "feedback_text",
     "grade_folder",
+    "grade_nbgrader",
     "load_all",
     "load_chapter",
     "main",

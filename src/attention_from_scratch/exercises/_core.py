@@ -248,9 +248,10 @@ def format_result(result: ExerciseResult) -> str:
     passed = sum(c.passed for c in result.checks)
     wrap = textwrap.TextWrapper(width=WIDTH)
     if result.passed:
+        checks = "The check passes" if len(result.checks) == 1 else f"All {passed} checks pass"
         verdict = (
-            "The page's example works. A grader would try your answer on other inputs: "
-            "try some of your own too."
+            f"{checks} on the page's example. Try your answer on inputs of your own too: "
+            "a grader calls it on inputs it draws."
         )
     else:
         verdict = (
