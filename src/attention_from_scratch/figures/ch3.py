@@ -27,19 +27,27 @@ from .style import (
 )
 
 
-def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -> Figure:
+def draw_causal_graph(
+    mask: torch.Tensor,
+    tokens: Iterable[str] | None = None,
+    weights: torch.Tensor | None = None,
+) -> Figure:
     """Draw a causal mask above the directed graph of who may send to whom.
 
     Top, the mask: row ``i`` is the query (the receiver), column ``j`` the key (the sender);
     hidden entries (``True``) are vermillion with a cross. Below, the tokens as numbered
     nodes in reading order: a green arc (messages are values) from ``j`` to ``i`` above the
     nodes for every pair the mask allows (earlier to later, a loop for ``j = i``), and a
-    dashed vermillion arc below for every pair it forbids (later to earlier).
+    dashed vermillion arc below for every pair it forbids (later to earlier). With
+    ``weights``, each open entry of the mask shows its weight, and its edge is as wide as
+    that weight.
 
     Args:
         mask: a boolean ``(t, t)`` tensor, ``True`` where attention is forbidden (the book's
             convention, e.g. ``causal_mask(t)``), with 2 to 10 tokens.
         tokens: the ``t`` tokens, as strings; numbered when omitted.
+        weights: the ``(t, t)`` attention weights of the allowed edges, or ``None`` for
+            edges of one width.
 
     Returns:
         The matplotlib ``Figure``, 4.5 inches wide.
@@ -49,10 +57,19 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
     t = mask.shape[0]
     labels = token_labels(tokens, t)
     hidden = mask.detach().cpu()
+    weighted = weights is not None
+    if weights is not None:
+        weights = as_floats(weights)
+        if tuple(weights.shape) != (t, t):
+            raise ValueError(f"weights: expected shape {(t, t)}, got {tuple(weights.shape)}")
+
+    def edge_width(i: int, j: int) -> float:  # points of line: 1.3, or 0.4 + 4 per unit weight
+        return 0.4 + 4.0 * float(weights[i, j]) if weights is not None else 1.3
+
     # Stacked, the mask above its graph, so that the figure stays narrow enough to read on a
     # phone. Edges carry messages, which are values: green; what the mask removes: vermillion.
     message, cut = ROLE_COLOURS["value"], ROLE_COLOURS["mask"]
-    cell = 0.3
+    cell = 0.3 if weights is None else 0.4  # room for a weight in each open cell
     width = 4.5
     spacing = (width - 0.9) / (t - 1)
     arc = 0.4 * (t - 1) * spacing / 2  # how far the longest arc bends from its chord
@@ -69,6 +86,8 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
                 grid_cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white")
                 if forbidden:
                     grid_text(ax, left, top, i, j, cell, "×", color="white")
+                elif weights is not None:  # an allowed edge: its weight
+                    grid_text(ax, left, top, i, j, cell, f"{float(weights[i, j]):.2f}")
         for j in range(t):
             write(ax, left + (j + 0.5) * cell, top + 0.04, str(j), va="bottom")
         centre, bottom = left + t * cell / 2, top - t * cell
@@ -86,7 +105,7 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
                         )
                         ax.add_patch(
                             FancyArrowPatch(
-                                path=loop, arrowstyle="-|>", mutation_scale=9, lw=1.3,
+                                path=loop, arrowstyle="-|>", mutation_scale=9, lw=edge_width(i, i),
                                 color=message,
                             )
                         )  # fmt: skip
@@ -99,7 +118,7 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
                     (xs[i] - step, y),
                     colour=message if allowed else cut,
                     rad=-0.4,
-                    lw=1.3 if allowed else 0.9,
+                    lw=edge_width(i, j) if allowed else 0.9,
                     alpha=0.9 if allowed else 0.55,
                     linestyle="-" if allowed else (0, (3, 2)),
                 )
@@ -110,7 +129,10 @@ def draw_causal_graph(mask: torch.Tensor, tokens: Iterable[str] | None = None) -
             write(ax, xs[i], base, str(i), zorder=4)
             write(ax, xs[i], base - 0.2, labels[i], va="top", rotation=30, zorder=4)
         mid = (xs[0] + xs[-1]) / 2
-        write(ax, mid, base + arc + 0.35, "allowed: earlier → later, and itself", va="baseline")
+        allowed_text = "allowed: earlier → later, and itself"
+        if weighted:
+            allowed_text += "\nwidth = attention weight"
+        write(ax, mid, base + arc + 0.35, allowed_text, va="baseline")
         write(ax, mid, 0.08, "forbidden: later → earlier", va="baseline", color=cut)
     return fig
 
@@ -125,7 +147,7 @@ def draw_dropout(
 ) -> Figure:
     """Draw one query's weights before and after dropout, and the value rows they mix.
 
-    Top row: the weights ``alpha_ij`` of one query ``i``, as grey bars with their numbers.
+    Top row: the weights ``alpha_ij`` of one query ``i``, as outlined bars with their numbers.
     Middle row: the same weights after dropout; the zeroed ones are crossed out in vermillion,
     the kept ones are scaled by ``1 / (1 - p)``. Bottom: the value rows ``v^(j)`` in green,
     faded where their weight was dropped, and the context vector ``z^(i)`` as their weighted
@@ -172,9 +194,16 @@ def draw_dropout(
                 value = float(row[j])
                 zero = row is dropped and not bool(kept[j])
                 bar = max(bar_height * value / top_scale, 0.02)
-                face = "#8c8c8c"  # weights: neutral grey, no role colour
+                # Weights have no role colour: outlined bars, unlike any role's fill.
                 ax.add_patch(
-                    Rectangle((centre - spacing * 0.3, base), spacing * 0.6, bar, facecolor=face)
+                    Rectangle(
+                        (centre - spacing * 0.3, base),
+                        spacing * 0.6,
+                        bar,
+                        facecolor="none",
+                        edgecolor="black",
+                        lw=1.0,
+                    )
                 )
                 ink = ROLE_COLOURS["mask"] if zero else "black"
                 write(ax, centre, base - 0.04, f"{value:.2f}", va="top", size=CELL_PT, color=ink)
