@@ -202,13 +202,13 @@ def check_attention_inputs(
 ) -> tuple[float, float | None]:
     """Check the arguments of an attention function and return ``(dropout_p, scale)``.
 
-    Queries ``(..., t, d)``, keys ``(..., s, d)`` and values ``(..., s, d_v)``: floating-point
+    Queries ``(..., t, d_k)``, keys ``(..., s, d_k)`` and values ``(..., s, d_v)``: floating-point
     tensors of one dtype, on one device, whose leading dimensions broadcast together; ``mask``
     ``None`` or a bool tensor that broadcasts to ``(..., t, s)`` without enlarging it;
     ``dropout_p`` in [0, 1); ``scale`` ``None`` or a positive number.
     """
     names = ("queries", "keys", "values")
-    shapes = ("(..., t, d)", "(..., s, d)", "(..., s, d_v)")
+    shapes = ("(..., t, d_k)", "(..., s, d_k)", "(..., s, d_v)")
     tensors = [
         check_tensor(name, x, ranks=range(2, 64), shape_names=(shape,))
         for name, x, shape in zip(names, (queries, keys, values), shapes, strict=True)

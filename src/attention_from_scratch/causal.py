@@ -7,7 +7,7 @@ the later ones calls it. The fused paths of chapters 4 and 7 hand the same arith
 
 Dimension names used here: ``b`` batch, ``t`` query tokens, ``s`` key/value tokens (``s = t``
 in self-attention), ``d_in`` input size, ``d_out`` size of queries, keys, values and outputs,
-``d`` size of a query or key, ``d_v`` size of a value.
+``d_k`` size of a query or key, ``d_v`` size of a value.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def attention(
     module of the package calls it (the fused paths hand the same function to
     ``F.scaled_dot_product_attention``; chapter 7's tiled attention computes it tile by tile).
 
-    The queries are multiplied by ``scale`` (``1 / sqrt(d)`` by default) before the product
-    with the keys, which gives the scores of ``(q / sqrt(d)) . k`` and keeps them finite in
+    The queries are multiplied by ``scale`` (``1 / sqrt(d_k)`` by default) before the product
+    with the keys, which gives the scores of ``(q / sqrt(d_k)) . k`` and keeps them finite in
     float16 (chapter 7); the hidden scores are set to ``-inf``, a softmax over the keys gives
     the weights, dropout (if ``dropout_p > 0``) zeroes some of them and scales the rest by
     ``1 / (1 - p)``, and the weights mix the values.
@@ -77,8 +77,8 @@ def attention(
     ``torch.nn.functional.scaled_dot_product_attention`` returns for such a row.
 
     Args:
-        queries: ``(..., t, d)``.
-        keys: ``(..., s, d)``; its leading dimensions broadcast with the queries' (grouped
+        queries: ``(..., t, d_k)``.
+        keys: ``(..., s, d_k)``; its leading dimensions broadcast with the queries' (grouped
             heads pass queries ``(b, g, r, t, d)`` and keys ``(b, g, 1, s, d)``).
         values: ``(..., s, d_v)``.
         mask: ``None``, or a bool tensor, ``True`` where a query must not see a key, that
@@ -87,7 +87,7 @@ def attention(
         dropout_p: the probability of zeroing a weight; the caller passes
             ``self.dropout.p if self.training else 0.0``, since a function has no mode of
             its own: it drops whatever it is asked to.
-        scale: the factor of the queries, ``d ** -0.5`` when ``None``.
+        scale: the factor of the queries, ``d_k ** -0.5`` when ``None``.
 
     Returns:
         ``(context, weights)``: ``(..., t, d_v)`` and the weights actually applied, after
@@ -104,7 +104,7 @@ def attention(
         scale,
     )
     if scale is None:
-        scale = queries.shape[-1] ** -0.5  # 1 / sqrt(d)
+        scale = queries.shape[-1] ** -0.5  # 1 / sqrt(d_k)
     # Scaled before the product: float16 scores stay finite (chapter 7).
     scores = (queries * scale) @ keys.transpose(-2, -1)  # (..., t, s)
     if mask is not None:
