@@ -80,7 +80,7 @@ student: $(STAMP)
 
 # Grade a folder of submitted notebooks, each kernel in its own bubblewrap sandbox (Linux):
 # make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none]
-# [ROSTER=roster.csv].
+# [ROSTER=roster.csv] [SECRET=grading/.secret].
 # SANDBOX=none grades without isolation, for a class you trust; every row then says so.
 TIMEOUT ?= 600
 WORKERS ?= 2
@@ -88,16 +88,18 @@ MEMORY ?= 8
 SANDBOX ?= bwrap
 # ROSTER=roster.csv also writes SUBMISSIONS/gradebook.csv for the LMS (tools/gradebook.py).
 ROSTER ?=
+# The course's secret, which seeds each student's variant (made on the first run).
+SECRET ?= grading/.secret
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR [TIMEOUT=600] [WORKERS=2] [MEMORY=8] [SANDBOX=bwrap|none] [ROSTER=roster.csv]"; exit 2; }
-	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS) --memory $(MEMORY) --sandbox $(SANDBOX) $(if $(ROSTER),--roster "$(ROSTER)")
+	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" --timeout $(TIMEOUT) --workers $(WORKERS) --memory $(MEMORY) --sandbox $(SANDBOX) --secret "$(SECRET)" $(if $(ROSTER),--roster "$(ROSTER)")
 
 # A Gradescope autograder for some chapters (book/instructors.md):
 # make gradescope CHAPTERS="3 4" writes _build/gradescope/autograder-ch3-ch4.zip.
 CHAPTERS ?=
 gradescope: $(STAMP)
 	@test -n "$(CHAPTERS)" || { echo 'usage: make gradescope CHAPTERS="3 4" [TIMEOUT=600]'; exit 2; }
-	$(BIN)/python tools/gradescope.py $(CHAPTERS) --timeout $(TIMEOUT)
+	$(BIN)/python tools/gradescope.py $(CHAPTERS) --timeout $(TIMEOUT) --secret "$(SECRET)"
 
 # The exercises as an nbgrader course (book/instructors.md): writes _build/nbgrader/.
 nbgrader: $(STAMP)

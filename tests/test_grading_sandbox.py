@@ -1,10 +1,11 @@
-"""The grader against hostile submissions: each one sealed off, forged results caught.
+"""The grader against hostile submissions: each one sealed off, none able to forge a result.
 
 One folder mixes honest notebooks of the made-up chapter 0 with hostile ones (rewriting a
-classmate, forging full marks in eight ways, writing into the instructor's files, leaving a
-process behind, reaching a server on 127.0.0.1, flooding its output); it is graded once, in
-the sandbox, and every test below reads that one run (marked slow: a few minutes on two
-cores).
+classmate, forging full marks in seven ways, reading the grader's references and secret,
+writing into the instructor's files, leaving a process behind, reaching a server on
+127.0.0.1, flooding its output); it is graded once, in the sandbox, and every test below
+reads that one run (marked slow: a few minutes on two cores). The grader detects nothing:
+its verdicts come from numbers it judges in its own process, so no forger can change them.
 """
 
 from __future__ import annotations
@@ -34,97 +35,91 @@ PROBLEM = grader.sandbox_problem()
 # Where bubblewrap cannot run (macOS, Windows, a Linux without it) the grader refuses, which
 # the last tests check; the attacks are tried where it can.
 needs_sandbox = pytest.mark.skipif(PROBLEM is not None, reason=f"no sandbox here: {PROBLEM}")
-TAMPERED = "checks tampered with"
 # A distinctive argument, so the test can find a left-over process by its command line.
 LINGER = "4242.4242"
-WRONG = "doubled = None\n"
+HONEST = "def double(x):\n    return x * 2\n"
+WRONG = "def double(x):\n    return x\n"
 
-# Each forger answers `ch0-ex-double` wrongly and tries to earn its 4 points anyway.
+# Each forger answers `ch0-ex-double` wrongly and tries to earn its 3 points anyway.
 FORGERS = {
-    # Replace the function the grader's check cell calls through.
-    "forge_run_checks": """
-import attention_from_scratch.exercises._core as core
-real = core.run_checks
-def run_checks(label, namespace, hidden=False):
-    result = real(label, namespace, hidden)
-    return core.ExerciseResult(result.label, tuple(
-        core.CheckResult(c.name, c.title, c.points, True, c.hint, "", c.hidden)
-        for c in result.checks))
-core.run_checks = run_checks
+    # An answer that claims to equal anything.
+    "forge_always_equal": """
+class Anything:
+    def __eq__(self, other):
+        return True
+    __hash__ = object.__hash__
+def double(x):
+    return Anything()
 """,
-    # Wrap every check function so that whatever it raises is swallowed.
-    "forge_wrap_checks": """
-import dataclasses, functools
-import attention_from_scratch.exercises._registry as registry
-def lenient(function):
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        try:
-            function(*args, **kwargs)
-        except Exception:
-            pass
-    return wrapper
-for exercise in registry._REGISTRY.values():
-    exercise.checks = [
-        dataclasses.replace(c, function=lenient(c.function)) for c in exercise.checks]
-""",
-    # Swap the code of each check function for code that passes.
-    "forge_code_objects": """
-import attention_from_scratch.exercises._registry as registry
-for exercise in registry._REGISTRY.values():
-    for c in exercise.checks:
-        c.function.__code__ = (lambda doubled: None).__code__
-""",
-    # Put a counterfeit exercise, with checks that always pass, into the registry.
-    "forge_registry": """
-import attention_from_scratch.exercises._core as core
-import attention_from_scratch.exercises._registry as registry
-old = registry._REGISTRY["ch0-ex-double"]
-new = object.__new__(core.Exercise)
-new.__dict__.update(old.__dict__)
-new.checks = [core.Check(c.name, lambda doubled: None, c.points, c.hint, c.hidden)
-              for c in old.checks]
-registry._REGISTRY["ch0-ex-double"] = new
-""",
-    # Replace a result class with one that reports every check as passed.
-    "forge_result_class": """
-import attention_from_scratch.exercises._core as core
-class ExerciseResult(core.ExerciseResult):
-    def to_dict(self):
-        data = super().to_dict()
-        for c in data["checks"]:
-            c["passed"], c["reason"] = True, ""
-        data["earned"] = data["possible"]
-        return data
-core.ExerciseResult = ExerciseResult
-""",
-    # Patch the report a check cell prints so that every check reads as passed.
-    "forge_report": """
-import attention_from_scratch.exercises.report as report
-real = report.CheckResult.to_dict
-def to_dict(self):
-    return {**real(self), "passed": True, "reason": ""}
-report.CheckResult.to_dict = to_dict
-""",
-    # Patch torch so that the value check passes for a tensor of the right shape.
+    # Patch torch (and numpy) in the kernel so that every comparison there says "equal".
     "forge_torch": """
-import torch
-torch.equal = lambda *args, **kwargs: True
-doubled = torch.zeros(3)
-""",
-    # Print a line imitating the grader's, with the marker read from the cell being run.
-    "forge_imitation": """
-import json, re
-def imitate(info):
-    found = re.findall(r"['\\"](GRADER-[0-9a-f]+:)['\\"]", info.raw_cell or "")
-    labels = re.findall(r"ch0-ex-[a-z]+", info.raw_cell or "")
-    if found:
-        print(found[-1] + json.dumps([
-            {"label": label, "earned": 4.0, "possible": 4.0, "manual_points": 0.0,
-             "error": "", "checks": []} for label in labels]))
-get_ipython().events.register("pre_run_cell", imitate)
-""",
+import numpy, torch
+torch.equal = torch.allclose = lambda *args, **kwargs: True
+torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
+numpy.allclose = numpy.array_equal = lambda *args, **kwargs: True
+"""
+    + WRONG,
+    # Print what an old grader's report looked like, full marks.
+    "forge_report": """
+for label in ("ch0-ex-double", "ch0-ex-total"):
+    print('{"label": "%s", "earned": 3, "possible": 3, "checks": []}' % label)
+"""
+    + WRONG,
+    # Switch off tracing and profiling, which an in-kernel checker would rely on.
+    "forge_tracer": """
+import sys, threading
+sys.settrace(None)
+sys.setprofile(None)
+threading.settrace(lambda *args: None)
+"""
+    + WRONG,
+    # Replace what a cell the grader runs would call: numpy.save writes the input unchanged.
+    "forge_channel": """
+import numpy
+real_save = numpy.save
+numpy.save = lambda file, array, *args, **kwargs: real_save(file, array * 0 + 1, *args, **kwargs)
+"""
+    + WRONG,
+    # Rewrite every result file the kernel is about to send back, from a thread of its own.
+    "forge_results": """
+import json, pathlib, threading, time
+def forge():
+    for _ in range(600):
+        for path in pathlib.Path("/").glob("tmp*/grade-*/grader-*/out/results.json"):
+            try:
+                path.write_text(json.dumps({"calls": []}))
+            except OSError:
+                pass
+        time.sleep(0.05)
+threading.Thread(target=forge, daemon=True).start()
+"""
+    + WRONG,
+    # Hook every cell the grader runs, and answer its calls from a table of the page's example.
+    "forge_hook": """
+def hook(info):
+    globals()["double"] = lambda x: x.new_tensor([2.0, 4.0, 6.0])
+get_ipython().events.register("pre_run_cell", hook)
+"""
+    + WRONG,
 }
+
+
+def peeker(paths: list[Path]) -> str:
+    """Read the grader's references, tools and secret; answer right only if it could."""
+    return f"""
+found = []
+for path in {[str(p) for p in paths]!r}:
+    try:
+        found.append(open(path).read())
+    except OSError:
+        pass
+if found:
+    def double(x):
+        return x * 2
+else:
+    def double(x):
+        return x
+"""
 
 
 def rewriter(folder: Path) -> str:
@@ -135,20 +130,22 @@ for path in pathlib.Path({str(folder)!r}).glob("*.ipynb"):
     if "rewriter" not in path.name:
         try:
             text = path.read_text()
-            path.write_text(text.replace("base * 2", "base * 0"))
+            path.write_text(text.replace("x * 2", "x * 0"))
         except OSError:
             pass
-doubled = base * 2
+def double(x):
+    return x * 2
 """
 
 
-def intruder(folder: Path, hidden: Path, home_file: Path) -> str:
-    """Write into the instructor's folder, outputs, hidden checks and home directory."""
+def intruder(folder: Path, grading: Path, home_file: Path) -> str:
+    """Write into the instructor's folder, outputs, graded exercises and home directory."""
     targets = [
         folder / "grades.csv",
         folder / "feedback" / "intruder.md",
         folder / "planted.txt",
-        hidden / "ch0.py",
+        grading / "ch0.py",
+        grading / ".secret",
         home_file,
     ]
     return f"""
@@ -160,7 +157,8 @@ for target in {[str(t) for t in targets]!r}:
             handle.write("written by a submission\\n")
     except OSError:
         pass
-doubled = base * 2
+def double(x):
+    return x * 2
 """
 
 
@@ -168,7 +166,8 @@ LINGERER = f"""
 import subprocess
 subprocess.Popen(["sleep", "{LINGER}"], start_new_session=True,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-doubled = base * 2
+def double(x):
+    return x * 2
 """
 
 
@@ -177,7 +176,8 @@ FLOODER = """
 import sys
 for _ in range(40):
     sys.stdout.write("x" * 2**20 + "\\n")
-doubled = base * 2
+def double(x):
+    return x * 2
 """
 
 
@@ -189,7 +189,8 @@ try:
     urllib.request.urlopen("http://127.0.0.1:{port}/from-a-submission", timeout=3)
 except OSError:
     pass
-doubled = base * 2
+def double(x):
+    return x * 2
 """
 
 
@@ -246,23 +247,26 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, server: int) -> Iterator[d
     base = tmp_path_factory.mktemp("class")
     folder = base / "submissions"
     folder.mkdir()
-    hidden = base / "hidden"
-    shutil.copytree(FIXTURES / "hidden", hidden)
+    grading = base / "grading"
+    shutil.copytree(FIXTURES / "grading", grading)
+    secret = grading / ".secret"
+    grader.read_secret(secret)
     home_file = Path.home() / f".planted-by-a-submission-{os.getpid()}"
     # The victim is graded last (names are sorted), after the rewriter has run.
     write_fixture(folder / "aa_rewriter.ipynb", double=rewriter(folder))
-    write_fixture(folder / "ab_intruder.ipynb", double=intruder(folder, hidden, home_file))
+    write_fixture(folder / "ab_intruder.ipynb", double=intruder(folder, grading, home_file))
     write_fixture(folder / "ac_lingerer.ipynb", double=LINGERER)
     write_fixture(folder / "ad_caller.ipynb", double=caller(server))
     write_fixture(folder / "ae_flooder.ipynb", double=FLOODER)
+    private = [grading / "ch0.py", secret, ROOT / "tools" / "grader" / "spec.py"]
+    write_fixture(folder / "af_peeker.ipynb", double=peeker(private))
     for name, code in FORGERS.items():
-        answer = "" if "doubled =" in code else WRONG
-        write_fixture(folder / f"{name}.ipynb", double=code + answer)
+        write_fixture(folder / f"{name}.ipynb", double=code)
     write_fixture(folder / "zz_victim.ipynb")
     before = snapshot(folder)
-    hidden_before = snapshot(hidden)
+    grading_before = snapshot(grading)
     rows = grader.grade_folder(
-        folder, timeout=60, workers=2, hidden_dir=hidden, check_files=[FIXTURES / "ch0.py"]
+        folder, timeout=60, workers=2, grading_dir=grading, secret_path=secret
     )
     after = snapshot(folder)
     outputs = {"grades.csv"} | {k for k in after if k.startswith("feedback/")}
@@ -276,7 +280,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, server: int) -> Iterator[d
         ),
         "feedback": (folder / "feedback").iterdir(),
         "grades": (folder / "grades.csv").read_text(),
-        "hidden_changed": snapshot(hidden) != hidden_before,
+        "grading_changed": snapshot(grading) != grading_before,
         "home_file": home_file.exists(),
         "lingering": lingering_processes(),
     }
@@ -291,7 +295,7 @@ def test_an_honest_notebook_keeps_its_full_marks_next_to_a_rewriter(
     hostile: dict[str, Any],
 ) -> None:
     row = hostile["csv"]["zz_victim.ipynb"]
-    assert (row["ch0-ex-double"], row["total"], row["status"]) == ("4", "5", "ok")
+    assert (row["ch0-ex-double"], row["total"], row["status"]) == ("3", "4", "ok")
     # No submission (nor anything else) changed a file of the folder but the grader's outputs.
     assert hostile["changed"] == []
 
@@ -299,46 +303,54 @@ def test_an_honest_notebook_keeps_its_full_marks_next_to_a_rewriter(
 @pytest.mark.slow
 @needs_sandbox
 @pytest.mark.parametrize("name", FORGERS)
-def test_forged_results_score_0_and_are_flagged(hostile: dict[str, Any], name: str) -> None:
+def test_a_forger_scores_0_without_any_detection(hostile: dict[str, Any], name: str) -> None:
     row = hostile["csv"][f"{name}.ipynb"]
-    assert row["ch0-ex-double"] == "0"
-    assert row["status"] == TAMPERED, row["notes"]
-    assert row["notes"], "the notes say what was tampered with"
+    assert row["ch0-ex-double"] == "0", row["notes"]
+    # Nothing was detected, nothing needed to be: the row is an ordinary one.
+    assert row["status"] == "ok"
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_submission_cannot_read_the_references_the_tools_or_the_secret(
+    hostile: dict[str, Any],
+) -> None:
+    assert hostile["csv"]["af_peeker.ipynb"]["ch0-ex-double"] == "0"
 
 
 @pytest.mark.slow
 @needs_sandbox
 def test_a_submission_cannot_write_to_the_instructors_files(hostile: dict[str, Any]) -> None:
     assert "written by a submission" not in hostile["grades"]
-    assert not hostile["hidden_changed"]
+    assert not hostile["grading_changed"]
     assert not hostile["home_file"]
     assert "planted.txt" not in hostile["changed"]
     assert {p.name for p in hostile["feedback"]} == {
         Path(name).stem + ".md" for name in hostile["csv"]
     }
     # Its own honest answer still counts: the attempts failed quietly inside its sandbox.
-    assert hostile["csv"]["ab_intruder.ipynb"]["total"] == "5"
+    assert hostile["csv"]["ab_intruder.ipynb"]["total"] == "4"
 
 
 @pytest.mark.slow
 @needs_sandbox
 def test_no_process_of_a_submission_outlives_its_grading(hostile: dict[str, Any]) -> None:
     assert hostile["lingering"] == []
-    assert hostile["csv"]["ac_lingerer.ipynb"]["total"] == "5"
+    assert hostile["csv"]["ac_lingerer.ipynb"]["total"] == "4"
 
 
 @pytest.mark.slow
 @needs_sandbox
 def test_a_submission_reaches_no_network(hostile: dict[str, Any]) -> None:
     assert Recorder.hits == []
-    assert hostile["csv"]["ad_caller.ipynb"]["total"] == "5"
+    assert hostile["csv"]["ad_caller.ipynb"]["total"] == "4"
 
 
 @pytest.mark.slow
 @needs_sandbox
 def test_output_beyond_the_budget_is_dropped_and_counted(hostile: dict[str, Any]) -> None:
     row = hostile["csv"]["ae_flooder.ipynb"]
-    assert (row["total"], row["status"]) == ("5", "ok")
+    assert (row["total"], row["status"]) == ("4", "ok")
     assert "dropped" in row["notes"]
 
 
@@ -374,14 +386,19 @@ def test_grading_without_bwrap_is_refused_with_what_to_do(tmp_path: Path) -> Non
 def test_opting_out_labels_every_row_as_not_isolated(tmp_path: Path) -> None:
     write_fixture(tmp_path / "good.ipynb")
     (tmp_path / "notes.txt").write_text("not a notebook")
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (tmp_path / "good.ipynb").rename(folder / "good.ipynb")
+    (tmp_path / "notes.txt").rename(folder / "notes.txt")
     grader.grade_folder(
-        tmp_path,
+        folder,
         timeout=60,
         workers=1,
-        hidden_dir=None,
-        check_files=[FIXTURES / "ch0.py"],
+        grading_dir=FIXTURES / "grading",
+        secret_path=tmp_path / "secret",
         sandbox="none",
     )
+    tmp_path = folder
     rows = read_csv(tmp_path / "grades.csv")
     assert {row["isolation"] for row in rows.values()} == {"none: not isolated"}
     assert rows["good.ipynb"]["total"] == "4"

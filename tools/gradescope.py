@@ -13,7 +13,7 @@ Gradescope programming assignment's autograder. The zip holds:
   variant is the one `make grade` draws for them: students never see either;
 - `autograder.json`: the chapters, the commit and the time limit per notebook.
 
-Usage: python tools/gradescope.py 3 4 [--out DIR] [--timeout 600]
+Usage: python tools/gradescope.py 3 4 [--out DIR] [--timeout 600] [--secret grading/.secret]
 """
 
 from __future__ import annotations
@@ -185,9 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", type=int, nargs="+", help="chapter numbers, e.g. 3 4")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per notebook")
+    parser.add_argument(
+        "--secret", type=Path, default=DEFAULT_SECRET, help="the course's secret (made if missing)"
+    )
     args = parser.parse_args(argv)
     try:
-        path = build(args.chapters, args.out, args.timeout)
+        path = build(args.chapters, args.out, args.timeout, args.secret)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
