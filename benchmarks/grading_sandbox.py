@@ -33,8 +33,10 @@ def grade_copies(count: int, sandbox: str, workers: int) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as folder:
         for index in range(count):
             shutil.copy(CHAPTER, Path(folder) / f"{index:02d}_{CHAPTER.name}")
+        secret = Path(folder).parent / f"{Path(folder).name}.secret"
         start = time.perf_counter()
-        rows = grader.grade_folder(folder, workers=workers, sandbox=sandbox)
+        rows = grader.grade_folder(folder, workers=workers, sandbox=sandbox, secret_path=secret)
+        secret.unlink(missing_ok=True)
         seconds = time.perf_counter() - start
     bad = [row.submission for row in rows if row.total != row.possible]
     if bad:  # a timing of a broken grading would mean nothing
