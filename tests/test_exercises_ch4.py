@@ -1,432 +1,230 @@
-"""Chapter 4's exercises: a correct answer earns every point, a lazy one does not.
+"""Chapter 4's exercises: a correct answer earns every point on every variant, lazy answers do
+not, and the self-check passes a correct answer and fails a wrong one with its hint.
 
-The correct answers are written here as a learner would write them, from the chapter's
-text, without the package functions they are checked against.
+The correct answers below are written as a student would write them, independently of the
+grader's references (``grading/ch4.py``) and of the book's solutions (which the slow test
+grades as a submission).
 """
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
-
 import pytest
+from grading_helpers import failures, full_marks, grade
+
+from attention_from_scratch.exercises import run_checks
+
+AUTO = [
+    "ch4-ex-one-head",
+    "ch4-ex-count-parameters",
+    "ch4-ex-divisible",
+    "ch4-ex-permute-heads",
+]
+
+CORRECT = """
+import copy
 import torch
 from torch import nn
+from attention_from_scratch import CausalAttention, MultiHeadAttention
 
-import attention_from_scratch
-from attention_from_scratch import (
-    CausalAttention,
-    MultiHeadAttention,
-    split_heads,
-)
-from attention_from_scratch.exercises import load_hidden, run_checks
+def as_causal_and_linear(mha, m):
+    d_h = mha.d_out // mha.num_heads
+    lo, hi = m * d_h, (m + 1) * d_h
+    has_bias = mha.W_query.bias is not None
+    causal = CausalAttention(mha.d_in, d_h, mha.context_length, 0.0, qkv_bias=has_bias)
+    state = {}
+    for name in ("W_query", "W_key", "W_value"):
+        state[name + ".weight"] = getattr(mha, name).weight[lo:hi].detach().clone()
+        if has_bias:
+            state[name + ".bias"] = getattr(mha, name).bias[lo:hi].detach().clone()
+    causal.load_state_dict(state)
+    linear = nn.Linear(d_h, mha.d_out, bias=False)
+    linear.weight = nn.Parameter(mha.out_proj.weight[:, lo:hi].detach().clone())
+    return causal, linear
 
-ROOT = Path(__file__).resolve().parents[1]
-load_hidden(ROOT / "grading" / "hidden", chapters=[4])
+def parameter_count(d_in, d_out, num_heads, head_dim, qkv_bias):
+    inner = num_heads * head_dim
+    total = 0
+    for fan_in, fan_out, bias in [(d_in, inner, qkv_bias)] * 3 + [(inner, d_out, True)]:
+        total += fan_in * fan_out + (fan_out if bias else 0)
+    return total
+
+def split_qkv(qkv, num_heads, layout):
+    b, t, size = qkv.shape
+    d_out = size // 3
+    if size != 3 * d_out or d_out % num_heads != 0:
+        raise ValueError(f"d_out={d_out} is not a multiple of num_heads={num_heads}")
+    d_h = d_out // num_heads
+    if layout == "roles":
+        q, k, v = qkv.split(d_out, dim=-1)
+        return tuple(z.reshape(b, t, num_heads, d_h).transpose(1, 2) for z in (q, k, v))
+    per_head = qkv.reshape(b, t, num_heads, 3 * d_h).transpose(1, 2)
+    return tuple(per_head.split(d_h, dim=-1))
+
+def permute_heads(module, perm):
+    d_h = module.head_dim
+    rows = [p * d_h + i for p in perm for i in range(d_h)]
+    new = copy.deepcopy(module)
+    state = new.state_dict()
+    for name in ("W_query", "W_key", "W_value"):
+        state[name + ".weight"] = module.state_dict()[name + ".weight"][rows]
+        if name + ".bias" in state:
+            state[name + ".bias"] = module.state_dict()[name + ".bias"][rows]
+    state["out_proj.weight"] = module.state_dict()["out_proj.weight"][:, rows]
+    new.load_state_dict(state)
+    return new
+"""
 
 
-def reasons(result) -> str:
-    return " ".join(f"{c.hint} {c.reason}" for c in result.checks if not c.passed)
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("label", AUTO)
+def test_a_correct_answer_earns_every_point_on_every_variant(label: str, seed: int) -> None:
+    score = grade(label, CORRECT, seed=seed)
+    assert full_marks(score), failures(score)
 
 
-def earned(label: str, namespace: dict) -> tuple[float, float, str]:
-    result = run_checks(label, namespace, hidden=True)
-    return result.earned, result.possible, reasons(result)
+@pytest.mark.parametrize("label", AUTO)
+def test_the_self_check_passes_a_correct_answer(label: str) -> None:
+    namespace: dict = {}
+    exec(CORRECT, namespace)
+    result = run_checks(label, namespace)
+    assert result.passed, [(c.name, c.reason) for c in result.checks]
 
 
-# --- ch4-ex-one-head -----------------------------------------------------------------------
-
-
-def as_causal_and_linear(mha):
+LAZY = {
+    # The exercise as it stood for one head: the whole module, bias included, whatever m.
+    ("ch4-ex-one-head", "the whole module as one head"): """
+from torch import nn
+from attention_from_scratch import CausalAttention
+def as_causal_and_linear(mha, m):
     bias = mha.W_query.bias is not None
-    p = mha.dropout.p
-    causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, p, qkv_bias=bias)
-    with torch.no_grad():
-        for name in ("W_query", "W_key", "W_value"):
-            getattr(causal, name).weight.copy_(getattr(mha, name).weight)
-            if bias:
-                getattr(causal, name).bias.copy_(getattr(mha, name).bias)
+    causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0, qkv_bias=bias)
+    for name in ("W_query", "W_key", "W_value"):
+        getattr(causal, name).load_state_dict(getattr(mha, name).state_dict())
     linear = nn.Linear(mha.d_out, mha.d_out)
     linear.load_state_dict(mha.out_proj.state_dict())
     return causal, linear
-
-
-def test_one_head_correct_answer_earns_every_point() -> None:
-    got, possible, why = earned("ch4-ex-one-head", {"as_causal_and_linear": as_causal_and_linear})
-    assert got == possible == 3, why
-
-
-def test_one_head_refuses_the_module_itself_as_the_answer() -> None:
-    # The old lazy answer: the module as "causal" and an identity as "linear".
-    def lazy(mha):
-        return mha, nn.Identity()
-
-    got, _, why = earned("ch4-ex-one-head", {"as_causal_and_linear": lazy})
-    assert got == 0
-    assert "must be a CausalAttention" in why
-
-
-def test_one_head_refuses_a_causal_module_that_calls_the_original() -> None:
-    def delegating(mha):
-        causal, linear = as_causal_and_linear(mha)
-        causal.register_forward_hook(lambda module, args, out: mha(args[0]))
-        linear.weight.data = torch.eye(mha.d_out)
-        linear.bias.data.zero_()
-        return causal, linear
-
-    got, _, why = earned("ch4-ex-one-head", {"as_causal_and_linear": delegating})
-    assert got == 0
-    assert "no hooks" in why
-
-
-def test_one_head_without_biases_fails_the_hidden_check() -> None:
-    def no_biases(mha):
-        causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0)
-        with torch.no_grad():
-            for name in ("W_query", "W_key", "W_value"):
-                getattr(causal, name).weight.copy_(getattr(mha, name).weight)
-        linear = nn.Linear(mha.d_out, mha.d_out)
-        linear.load_state_dict(mha.out_proj.state_dict())
-        return causal, linear
-
-    got, possible, why = earned("ch4-ex-one-head", {"as_causal_and_linear": no_biases})
-    assert got == possible - 1
-    assert "causal needs them" in why
-
-
-def test_one_head_refuses_the_modules_own_layers() -> None:
-    # out_proj itself as the linear layer, and a CausalAttention holding mha's own layers:
-    # the numbers are right, but the modules are not new.
-    def own_layers(mha):
-        causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0)
-        causal.W_query, causal.W_key, causal.W_value = mha.W_query, mha.W_key, mha.W_value
-        return causal, mha.out_proj
-
-    def own_out_proj(mha):
-        causal, _ = as_causal_and_linear(mha)
-        return causal, mha.out_proj
-
-    for lazy in (own_layers, own_out_proj):
-        got, _, why = earned("ch4-ex-one-head", {"as_causal_and_linear": lazy})
-        assert got == 0, lazy.__name__
-        assert "share weights with mha" in why
-
-
-def test_one_head_fresh_modules_without_copied_weights_fail() -> None:
-    def fresh(mha):
-        return CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0), nn.Linear(
-            mha.d_out, mha.d_out
-        )
-
-    got, _, why = earned("ch4-ex-one-head", {"as_causal_and_linear": fresh})
-    assert got == 0
-    assert "differs from the module's output" in why
-
-
-# --- ch4-ex-count-parameters ----------------------------------------------------------------
-
-
-def parameter_count(d_in, d_out, num_heads, qkv_bias):
-    total = 0
-    for fan_in, fan_out, has_bias in [
-        (d_in, d_out, qkv_bias),  # W_query
-        (d_in, d_out, qkv_bias),  # W_key
-        (d_in, d_out, qkv_bias),  # W_value
-        (d_out, d_out, True),  # out_proj
-    ]:
-        total += fan_in * fan_out + (fan_out if has_bias else 0)
-    return total
-
-
-def test_count_correct_answer_earns_every_point() -> None:
-    got, possible, why = earned("ch4-ex-count-parameters", {"parameter_count": parameter_count})
-    assert got == possible == 3, why
-
-
-def test_count_refuses_building_the_module() -> None:
-    def lazy(d_in, d_out, num_heads, qkv_bias):
-        module = MultiHeadAttention(d_in, d_out, 4, 0.0, num_heads, qkv_bias)
-        return sum(p.numel() for p in module.parameters())
-
-    got, _, why = earned("ch4-ex-count-parameters", {"parameter_count": lazy})
-    assert got == 0
-    assert "ShortcutTaken" in why
-
-
-def test_count_refuses_building_its_layers() -> None:
-    def lazy(d_in, d_out, num_heads, qkv_bias):
-        layers = [nn.Linear(d_in, d_out, bias=qkv_bias) for _ in range(3)]
-        layers.append(nn.Linear(d_out, d_out))
-        return sum(p.numel() for layer in layers for p in layer.parameters())
-
-    got, _, why = earned("ch4-ex-count-parameters", {"parameter_count": lazy})
-    assert got == 0
-    assert "ShortcutTaken" in why
-
-
-def test_count_names_a_missing_out_proj_bias() -> None:
-    def no_out_bias(d_in, d_out, num_heads, qkv_bias):
-        return parameter_count(d_in, d_out, num_heads, qkv_bias) - d_out
-
-    got, _, why = earned("ch4-ex-count-parameters", {"parameter_count": no_out_bias})
-    assert got == 0
-    assert "out_proj's bias is missing" in why
-
-
-def test_count_of_the_page_sizes_only_fails() -> None:
-    table = {(3, 2, 2, False): 20, (50, 50, 10, False): 10050}
-
-    def lookup(d_in, d_out, num_heads, qkv_bias):
-        return table.get((d_in, d_out, num_heads, qkv_bias), 0)
-
-    got, _, _ = earned("ch4-ex-count-parameters", {"parameter_count": lookup})
-    assert got == 0
-
-
-# --- ch4-ex-divisible ------------------------------------------------------------------------
-
-
-def split_into_heads(x, num_heads):
-    b, t, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"num_heads={num_heads} does not divide d_out={d_out}")
-    d_h = d_out // num_heads
-    return x.view(b, t, num_heads, d_h).transpose(1, 2)  # (b, h, t, d_h)
-
-
-def test_split_correct_answer_earns_every_point() -> None:
-    got, possible, why = earned("ch4-ex-divisible", {"split_into_heads": split_into_heads})
-    assert got == possible == 3, why
-
-
-def test_split_by_the_package_function_earns_nothing() -> None:
-    def delegating(x, num_heads):
-        return split_heads(x, num_heads)
-
-    def by_attribute(x, num_heads):
-        return attention_from_scratch.split_heads(x, num_heads)
-
-    for lazy in (delegating, by_attribute, lambda x, n: split_heads(x, n)):
-        got, _, why = earned("ch4-ex-divisible", {"split_into_heads": lazy})
-        assert got == 0
-        assert "ShortcutTaken" in why and "split_heads" in why
-
-
-def test_split_by_the_package_function_fails_the_public_checks_alone() -> None:
-    # The public checks refuse it on their own, without the hidden one.
-    result = run_checks("ch4-ex-divisible", {"split_into_heads": lambda x, n: split_heads(x, n)})
-    assert result.earned == 0
-    assert "layout.split_heads" in reasons(result)
-
-
-def test_split_by_a_single_view_is_recognised() -> None:
-    def view_only(x, num_heads):
-        b, t, d_out = x.shape
-        if d_out % num_heads:
-            raise ValueError(f"num_heads={num_heads} does not divide d_out={d_out}")
-        return x.view(b, num_heads, t, d_out // num_heads)
-
-    got, _, why = earned("ch4-ex-divisible", {"split_into_heads": view_only})
-    assert got == 1  # only the public error check
-    assert "scrambled numbers" in why
-
-
-def test_split_without_its_own_check_fails_the_error_checks() -> None:
-    def no_check(x, num_heads):
-        b, t, d_out = x.shape
-        return x.view(b, t, num_heads, d_out // num_heads).transpose(1, 2)
-
-    got, _, why = earned("ch4-ex-divisible", {"split_into_heads": no_check})
-    assert got == 1
-    assert "the reshape failed" in why
-
-
-def test_split_with_a_hard_coded_message_fails_the_hidden_sizes() -> None:
-    def hard_coded(x, num_heads):
-        if x.shape[-1] % num_heads:
-            raise ValueError("d_out=10 is not a multiple of num_heads=4")
-        return split_into_heads(x, num_heads)
-
-    got, possible, why = earned("ch4-ex-divisible", {"split_into_heads": hard_coded})
-    assert got == possible - 1
-    assert "must name d_out=9 and num_heads=6" in why
-
-
-# --- ch4-ex-permute-heads --------------------------------------------------------------------
-
-
+""",
+    # The module itself, and an identity.
+    ("ch4-ex-one-head", "the module and an identity"): """
+from torch import nn
+def as_causal_and_linear(mha, m):
+    return mha, nn.Identity()
+""",
+    # The page's count: build the package's module and count its parameters.
+    ("ch4-ex-count-parameters", "the package's module counted"): """
+from attention_from_scratch import MultiHeadAttention
+def parameter_count(d_in, d_out, num_heads, head_dim, qkv_bias):
+    module = MultiHeadAttention(d_in, d_out, 4, 0.0, num_heads=num_heads, qkv_bias=qkv_bias)
+    return sum(p.numel() for p in module.parameters())
+""",
+    # The page's printed numbers typed in.
+    ("ch4-ex-count-parameters", "the page's numbers"): """
+def parameter_count(d_in, d_out, num_heads, head_dim, qkv_bias):
+    return 80_050 if head_dim == d_in else 10_050
+""",
+    # The package's split_heads on each third: nanoGPT's layout only.
+    ("ch4-ex-divisible", "split_heads on each third"): """
+from attention_from_scratch import split_heads
+def split_qkv(qkv, num_heads, layout):
+    return tuple(split_heads(part, num_heads) for part in qkv.chunk(3, dim=-1))
+""",
+    # The page's steps 2 and 3 on the packed tensor, with no check of their own.
+    ("ch4-ex-divisible", "one view for both layouts"): """
+def split_qkv(qkv, num_heads, layout):
+    b, t, size = qkv.shape
+    d_h = size // (3 * num_heads)
+    return tuple(qkv.view(b, t, 3, num_heads, d_h).permute(2, 0, 3, 1, 4))
+""",
+    # A copy of the module: the same output, no head moved.
+    ("ch4-ex-permute-heads", "an unchanged copy"): """
+import copy
 def permute_heads(module, perm):
-    new = copy.deepcopy(module)
-    d_h = module.head_dim
-    index = torch.cat([torch.arange(p * d_h, (p + 1) * d_h) for p in perm])
-    with torch.no_grad():
-        for name in ("W_query", "W_key", "W_value"):
-            old, layer = getattr(module, name), getattr(new, name)
-            layer.weight.copy_(old.weight[index])
-            if old.bias is not None:
-                layer.bias.copy_(old.bias[index])
-        new.out_proj.weight.copy_(module.out_proj.weight[:, index])
-    return new
+    return copy.deepcopy(module)
+""",
+}
 
 
-def test_permute_correct_answer_earns_every_point() -> None:
-    got, possible, why = earned("ch4-ex-permute-heads", {"permute_heads": permute_heads})
-    assert got == possible == 3, why
+@pytest.mark.parametrize(("label", "name"), list(LAZY))
+def test_a_lazy_answer_earns_less_than_full_marks(label: str, name: str) -> None:
+    score = grade(label, LAZY[(label, name)], seed=1)
+    assert score.earned < score.possible
 
 
-def test_permute_an_unchanged_copy_earns_nothing() -> None:
-    for lazy in (lambda m, p: m, lambda m, p: copy.deepcopy(m)):
-        got, _, why = earned("ch4-ex-permute-heads", {"permute_heads": lazy})
-        assert got == 0  # the output is unchanged, but no head moved
-        assert "still in their old order" in why and "no head moved" in why
+def _failed(label: str, code: str, seed: int = 2) -> set[str]:
+    return {check.name for check in grade(label, code, seed=seed).checks if not check.passed}
 
 
-def test_permute_forgetting_out_proj_is_named() -> None:
-    def rows_only(module, perm):
-        new = permute_heads(module, perm)
-        new.out_proj.load_state_dict(module.out_proj.state_dict())
-        return new
-
-    got, _, why = earned("ch4-ex-permute-heads", {"permute_heads": rows_only})
-    assert got == 1  # the heads moved; the output changed
-    assert "out_proj still reads" in why
-
-
-def test_permute_the_inverse_permutation_is_named() -> None:
-    def inverse(module, perm):
-        return permute_heads(module, [perm.index(i) for i in range(len(perm))])
-
-    got, _, why = earned("ch4-ex-permute-heads", {"permute_heads": inverse})
-    assert got == 1  # the output is unchanged: the inverse is a permutation too
-    assert "inverse permutation" in why
+def test_each_lazy_answer_fails_the_check_meant_for_it() -> None:
+    assert _failed("ch4-ex-one-head", LAZY[("ch4-ex-one-head", "the whole module as one head")])
+    assert _failed(
+        "ch4-ex-count-parameters",
+        LAZY[("ch4-ex-count-parameters", "the package's module counted")],
+    ) == {"count", "edges"}
+    assert "layouts" in _failed(
+        "ch4-ex-divisible", LAZY[("ch4-ex-divisible", "split_heads on each third")]
+    )
+    no_check = LAZY[("ch4-ex-divisible", "one view for both layouts")]
+    assert _failed("ch4-ex-divisible", no_check) == {"layouts", "edges"}
+    copied = LAZY[("ch4-ex-permute-heads", "an unchanged copy")]
+    assert _failed("ch4-ex-permute-heads", copied) == {"heads", "biases"}
 
 
-def test_permute_ignoring_missing_biases_fails_the_hidden_check() -> None:
-    def biases_assumed(module, perm):
-        d_h = module.head_dim
-        index = torch.cat([torch.arange(p * d_h, (p + 1) * d_h) for p in perm])
-        new = copy.deepcopy(module)
-        with torch.no_grad():
-            for name in ("W_query", "W_key", "W_value"):
-                getattr(new, name).weight.copy_(getattr(module, name).weight[index])
-                getattr(new, name).bias.copy_(getattr(module, name).bias[index])
-            new.out_proj.weight.copy_(module.out_proj.weight[:, index])
-        return new
-
-    got, possible, why = earned("ch4-ex-permute-heads", {"permute_heads": biases_assumed})
-    assert got == possible - 1
-    assert "biases are None" in why
-
-
-@pytest.mark.parametrize(
-    "label",
-    ["ch4-ex-one-head", "ch4-ex-count-parameters", "ch4-ex-divisible", "ch4-ex-permute-heads"],
+WITHOUT_OUT_PROJ = CORRECT.replace(
+    'state["out_proj.weight"] = module.state_dict()["out_proj.weight"][:, rows]', ""
 )
-def test_public_hints_give_no_formula_or_answer(label: str) -> None:
-    result = run_checks(label, {}, hidden=True)
-    hints = " ".join(c.hint for c in result.checks)
-    for leak in ("3 * d_in", "d_out * d_out", "view(b, t", "transpose(1, 2)", "False, the"):
-        assert leak not in hints, leak
+INVERSE = CORRECT.replace(
+    "rows = [p * d_h + i for p in perm",
+    "perm = [perm.index(i) for i in range(len(perm))]\n    rows = [p * d_h + i for p in perm",
+)
+KEY_BIAS_LEFT = CORRECT.replace(
+    '        if name + ".bias" in state:\n            state[name + ".bias"]',
+    '        if name != "W_key" and name + ".bias" in state:\n            state[name + ".bias"]',
+)
 
 
-# --- a lazy student's attack ------------------------------------------------------------------
+def test_permuting_halfway_is_named() -> None:
+    score = grade("ch4-ex-permute-heads", WITHOUT_OUT_PROJ, seed=3)
+    reasons = {check.name: check.reason for check in score.checks}
+    assert {check.name for check in score.checks if not check.passed} == {"output"}
+    assert "the output is off" in reasons["output"]
+    score = grade("ch4-ex-permute-heads", INVERSE, seed=3)
+    reasons = {check.name: check.reason for check in score.checks if not check.passed}
+    assert "inverse permutation" in reasons["heads"]
+    # The key bias adds the same number to a row of scores: only the state shows it.
+    assert _failed("ch4-ex-permute-heads", KEY_BIAS_LEFT) == {"biases"}
 
 
-def test_count_an_int_that_agrees_with_everything_earns_nothing() -> None:
-    class Agreeable(int):
-        def __eq__(self, other):
-            return True
-
-        __hash__ = int.__hash__
-
-    got, _, why = earned("ch4-ex-count-parameters", {"parameter_count": lambda *a: Agreeable(0)})
-    assert got == 0
-    assert "return an int, not Agreeable" in why
+def test_a_head_with_a_biased_linear_layer_is_named() -> None:
+    biased = CORRECT.replace("nn.Linear(d_h, mha.d_out, bias=False)", "nn.Linear(d_h, mha.d_out)")
+    score = grade("ch4-ex-one-head", biased, seed=0)
+    assert score.earned == 0
+    assert all("no bias" in check.reason for check in score.checks)
 
 
-def test_split_a_tensor_that_lies_in_comparisons_earns_no_split_points() -> None:
-    class Agreeable(torch.Tensor):
-        @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            if func is torch.equal:  # False against the scrambled view, True after
-                return args[1].data_ptr() != args[0].data_ptr() and func.__name__ == "equal"
-            return super().__torch_function__(func, types, args, kwargs)
-
-    def liar(x, num_heads):
-        b, t, d_out = x.shape
-        if d_out % num_heads:
-            raise ValueError(f"num_heads={num_heads} does not divide d_out={d_out}")
-        return torch.zeros(b, num_heads, t, d_out // num_heads).as_subclass(Agreeable)
-
-    got, _, why = earned("ch4-ex-divisible", {"split_into_heads": liar})
-    assert got == 1  # only the error check
-    assert "return a torch.Tensor, not Agreeable" in why
+def test_a_missing_out_proj_bias_is_named() -> None:
+    short = CORRECT.replace("(inner, d_out, True)", "(inner, d_out, False)")
+    score = grade("ch4-ex-count-parameters", short, seed=0)
+    assert score.earned == 0
+    assert "out_proj's bias is missing" in failures(score)
 
 
-def test_the_expectation_is_not_in_the_checks_frame() -> None:
-    import sys
-
-    def expected_from_the_frame(*args):
-        frame = sys._getframe(1)
-        while frame is not None and "expected" not in frame.f_locals:
-            frame = frame.f_back
-        return None if frame is None else frame.f_locals["expected"]
-
-    got, _, _ = earned("ch4-ex-count-parameters", {"parameter_count": expected_from_the_frame})
-    assert got == 0
-
-    def split(x, num_heads):
-        if x.shape[-1] % num_heads:
-            raise ValueError(f"num_heads={num_heads} does not divide d_out={x.shape[-1]}")
-        return expected_from_the_frame()
-
-    got, _, _ = earned("ch4-ex-divisible", {"split_into_heads": split})
-    assert got == 1  # only the error check
-
-
-def test_split_a_message_of_every_number_fails() -> None:
-    def every_number(x, num_heads):
-        if x.shape[-1] % num_heads:
-            raise ValueError(" ".join(str(n) for n in range(100)))
-        return split_into_heads(x, num_heads)
-
-    got, possible, why = earned("ch4-ex-divisible", {"split_into_heads": every_number})
-    assert got == possible - 2
-    assert "must name d_out=10 and num_heads=4" in why
-
-
-def test_one_head_settings_must_carry_over() -> None:
-    def fixed_context(mha):  # right weights, the context length of the public check
-        causal, linear = as_causal_and_linear(mha)
-        bias = mha.W_query.bias is not None
-        other = CausalAttention(mha.d_in, mha.d_out, 7, mha.dropout.p, qkv_bias=bias)
-        other.load_state_dict(causal.state_dict())
-        return other, linear
-
-    def no_dropout(mha):  # right weights, dropout left at 0
-        causal, linear = as_causal_and_linear(mha)
-        bias = mha.W_query.bias is not None
-        other = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0, qkv_bias=bias)
-        other.load_state_dict(causal.state_dict())
-        return other, linear
-
-    for lazy, reason in (
-        (fixed_context, "context_length 11, not 7"),
-        (no_dropout, "in training mode"),
-    ):
-        got, possible, why = earned("ch4-ex-one-head", {"as_causal_and_linear": lazy})
-        assert got == possible - 1, why
-        assert reason in why
-
-
-def test_permute_a_key_bias_left_behind_is_named() -> None:
-    # The key bias adds one number to every score of a row: the weights cannot show it.
-    def key_bias_kept(module, perm):
-        new = permute_heads(module, perm)
-        if module.W_key.bias is not None:
-            new.W_key.load_state_dict({**new.W_key.state_dict(), "bias": module.W_key.bias})
-        return new
-
-    got, _, why = earned("ch4-ex-permute-heads", {"permute_heads": key_bias_kept})
-    assert got == 1  # the output is unchanged
-    assert "W_key.bias: block m must be the original's block perm[m]" in why
+def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
+    namespace: dict = {}
+    exec(LAZY[("ch4-ex-one-head", "the whole module as one head")], namespace)
+    result = run_checks("ch4-ex-one-head", namespace)
+    assert not any(c.passed for c in result.checks)
+    assert "no bias" in result.checks[0].reason and "block" in result.checks[0].hint
+    namespace = {}
+    exec(LAZY[("ch4-ex-divisible", "split_heads on each third")], namespace)
+    result = run_checks("ch4-ex-divisible", namespace)
+    assert [c.passed for c in result.checks] == [False, True]
+    assert "'heads', queries" in result.checks[0].reason
+    result = run_checks("ch4-ex-count-parameters", {"parameter_count": lambda *a: 80_050.0})
+    assert not result.passed and "expected an int" in result.checks[0].reason
+    namespace = {}
+    exec(LAZY[("ch4-ex-permute-heads", "an unchanged copy")], namespace)
+    result = run_checks("ch4-ex-permute-heads", namespace)
+    assert not any(c.passed for c in result.checks)
+    assert "new head 0 should attend as the module's head 2" in result.checks[0].reason
+    stub = run_checks("ch4-ex-permute-heads", {"permute_heads": ...})
+    assert all("still `...`" in c.reason for c in stub.checks)
