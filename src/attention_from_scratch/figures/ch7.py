@@ -184,14 +184,20 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
     return fig
 
 
+# How strongly a group's colour fills its boxes: light enough for black text on any of the
+# eight head colours, dark enough to tell yellow and sky blue from white.
+_GROUP_TINT = 0.35
+
+
 def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
     """Draw query heads grouped over shared key/value heads, one row per configuration.
 
-    Each row shows ``h`` query heads (blue boxes) above ``h_kv`` key/value heads (orange
-    and green halves), with a line from query head ``i`` to the key/value head ``i // g``
-    that serves it (``g = h / h_kv``), in its group's colour. With ``h_kv = h`` this is
-    multi-head attention, with ``h_kv = 1`` multi-query attention, in between
-    grouped-query attention.
+    Each row shows ``h`` query heads (boxes ``q0``, ``q1``, ...) above ``h_kv`` key/value
+    heads (a ``k`` half and a ``v`` half), with a line from query head ``i`` to the
+    key/value head ``i // g`` that serves it (``g = h / h_kv``). A figure of heads shows no
+    roles (book/notation.md): every box, line and outline takes its group's head colour, the
+    boxes filled with a light tint of it. With ``h_kv = h`` this is multi-head attention,
+    with ``h_kv = 1`` multi-query attention, in between grouped-query attention.
 
     Args:
         num_heads: ``h``, the number of query heads, 1 to 16.
@@ -212,7 +218,6 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
     edge = 2 if half >= 0.12 else 1.2  # a thick outline would hide a narrow box's face
     row_height = 1.5
     height = len(rows) * row_height + 0.1
-    q_face = tint(ROLE_COLOURS["query"], 0.8)
     with inch_figure(width, height) as (fig, ax):
         for r, h_kv in enumerate(rows):
             g = h // h_kv
@@ -228,21 +233,21 @@ def draw_grouped_heads(num_heads: int, kv_heads: Sequence[int]) -> Figure:
                 colour = HEAD_COLOURS[j % 8]
                 ax.plot([xs[i], kv_xs[j]], [q_y - box / 2, kv_y + box / 2], color=colour, lw=1.5)
                 corner = (xs[i] - box / 2, q_y - box / 2)
-                ax.add_patch(
-                    Rectangle(corner, box, box, facecolor=q_face, edgecolor=colour, lw=edge)
-                )
+                face = tint(colour, _GROUP_TINT)
+                ax.add_patch(Rectangle(corner, box, box, facecolor=face, edgecolor=colour, lw=edge))
                 if box >= 0.3 and h <= 10:  # room for "q9" in 10 points
-                    write(ax, xs[i], q_y, f"q{i}", color="white", size=LABEL_PT)
+                    write(ax, xs[i], q_y, f"q{i}", size=LABEL_PT)
             for j, x in enumerate(kv_xs):  # the key half left of x, the value half right
-                for left, role in ((x - half, "key"), (x, "value")):
-                    face, outline = ROLE_COLOURS[role], HEAD_COLOURS[j % 8]
+                colour = HEAD_COLOURS[j % 8]
+                face = tint(colour, _GROUP_TINT)
+                for left in (x - half, x):
                     corner = (left, kv_y - box / 2)
                     ax.add_patch(
-                        Rectangle(corner, half, box, facecolor=face, edgecolor=outline, lw=edge)
+                        Rectangle(corner, half, box, facecolor=face, edgecolor=colour, lw=edge)
                     )
                 if half >= 0.12:  # room for a letter in 10 points
                     write(ax, x - half / 2, kv_y, "k", size=LABEL_PT)
-                    write(ax, x + half / 2, kv_y, "v", color="white", size=LABEL_PT)
+                    write(ax, x + half / 2, kv_y, "v", size=LABEL_PT)
             write(ax, labels - 0.12, q_y, "Q heads", ha="right", size=LABEL_PT)
             write(ax, labels - 0.12, kv_y, "K/V heads", ha="right", size=LABEL_PT)
     return fig
