@@ -14,10 +14,15 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 from book_info import ROOT, chapter_notebooks
+
+sys.path.insert(0, str(ROOT / "tools"))
+import student_edition
 
 pytestmark = pytest.mark.slow
 
@@ -132,3 +137,36 @@ def test_notebook_runs_alone_after_installing_the_wheel(
     ).stdout.strip()
     assert Path(location).is_relative_to(tmp_path / "env"), location
     assert not Path(location).is_relative_to(ROOT), location
+
+
+def test_the_wheel_students_install_holds_nothing_of_the_grader_or_the_solutions(
+    wheel: Path,
+) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        text = "\n".join(
+            archive.read(name).decode("utf-8", errors="replace")
+            for name in names
+            if name.endswith((".py", ".js", ".css", ".txt", ".json", ".md"))
+        )
+    assert not [name for name in names if name.startswith(("grading/", "tools/", "tests/"))]
+    # No line of code of the graded exercises (their draws and references; the hints, which
+    # students see when a check fails, are strings and may be shared with the self-checks) ...
+    graded = [
+        line.strip()
+        for path in (ROOT / "grading").glob("ch*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if len(line.strip()) > 40
+        and not line.strip().startswith(("import ", "from ", '"', "'", 'f"', "#"))
+    ]
+    assert graded and [line for line in graded if line in text] == []
+    # ... and no solution of any chapter: at most one of a solution cell's own long lines may
+    # also be in the package (a plain loop over the three projections, say).
+    wheel_lines = {line.strip() for line in text.splitlines()}
+    for notebook in NOTEBOOKS:
+        nb = nbformat.read(notebook, as_version=4)
+        own = student_edition.solution_lines(nb)
+        for label, cell in student_edition.solution_cells(nb):
+            lines = {line.strip() for line in cell.source.splitlines()} & own
+            found = sorted(line for line in lines if len(line) > 30 and line in wheel_lines)
+            assert len(found) <= 1, (notebook.name, label, found)

@@ -1,4 +1,5 @@
-"""`make book SOLUTIONS=hidden`: the book published without the exercises' solutions."""
+"""`make book SOLUTIONS=hidden`: the book published without the exercises' solutions, in its
+pages, behind its download buttons and in what its launch buttons open."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import student_edition  # noqa: E402
 
-CHAPTER = ROOT / "book" / "05_tensor_layout.ipynb"
+CHAPTER = ROOT / "book" / "01_simplified_attention.ipynb"
 # The book's own tools: installed by requirements.txt (`make test`), not by the package's
 # `test` extra that the operating-system matrix of the GitHub CI installs.
 pytest.importorskip("jupyter_book", reason="building the book needs requirements.txt")
@@ -64,6 +65,22 @@ def test_hidden_solutions_leave_no_solution_line_and_keep_every_exercise(
     labels = {label for label, _ in student_edition.solution_cells(nb)}
     assert all(soup.find(id=label) is not None for label in labels)
     assert soup.select(".solution") == []
+    # The notebook behind the download button is the student edition's.
+    (source,) = (tmp_path / "_build" / "_page").rglob(f"_sources/**/{CHAPTER.name}")
+    served = nbformat.read(source, as_version=4)
+    assert [c.source for c in served.cells] == [
+        c.source for c in student_edition.student_notebook(nb).cells
+    ]
+    served_text = nbformat.writes(served)
+    assert [line for line in solution_lines if line in served_text] == []
+    # Colab and Binder open the student edition's branch, not the repository's notebooks.
+    launches = [
+        a["href"]
+        for a in soup.find_all("a", href=True)
+        if "colab.research.google.com" in a["href"] or "mybinder.org" in a["href"]
+    ]
+    assert len(launches) >= 2
+    assert all("student-edition" in href and "/main/" not in href for href in launches)
 
 
 def test_a_misspelt_choice_stops_the_build_with_what_was_expected(tmp_path: Path) -> None:

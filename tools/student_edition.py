@@ -113,6 +113,8 @@ def student_notebook(nb: Any) -> Any:
         if label is not None:
             if cell.cell_type != "code":
                 continue  # explanations belong to the solution
+            if "remove-cell" in cell.metadata.get("tags", []):
+                continue  # a hidden guard of the book build, not an answer to write
             stub = cell.metadata.get("exercise", {}).get("stub") or DEFAULT_STUB
             cells.append(nbformat.v4.new_code_cell(stub))
             continue

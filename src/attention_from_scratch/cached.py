@@ -82,10 +82,11 @@ class CachedAttention(MultiHeadAttention):
             qkv_bias,
             fused=fused,
         )
-        # The causal mask of the longest input, built once: the new queries
-        # after cached keys read their rows of it. Not persistent, so it is
-        # not saved with the weights and the state dict is chapter 4's.
-        mask = causal_mask(self.context_length)  # (n, n), n = context_length
+        # The causal mask of the longest input, context_length on each side,
+        # built once: the new queries after cached keys read their rows of it.
+        # Not persistent, so it is not saved with the weights and the state
+        # dict is chapter 4's.
+        mask = causal_mask(self.context_length)  # (context_length, context_length)
         self.register_buffer("mask", mask, persistent=False)
 
     def forward(

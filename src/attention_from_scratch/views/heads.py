@@ -149,6 +149,8 @@ def head_view(
     labels = data["tokens"]
     h = len(data["head_colours"])
     rows = []
+    # A view of one layer names no layer in its rows.
+    several = len(data["layer_names"]) > 1
     for name, layer in zip(data["layer_names"], data["weights"], strict=True):
         for i, token in enumerate(labels):
             cells = []
@@ -156,7 +158,7 @@ def head_view(
                 row = layer[head][i]
                 j = max(range(len(row)), key=row.__getitem__)
                 cells.append(f"{j} {labels[j]} ({row[j]:.2f})")
-            rows.append([f"{name}, {i} {token}", *cells])
+            rows.append([f"{name}, {i} {token}" if several else f"{i} {token}", *cells])
     table = fallback_table(
         "The key each head attends to most, for every query (weight in brackets)",
         ["query", *[f"head {head}" for head in range(h)]],

@@ -42,8 +42,9 @@ class Total(GradedExercise):
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         x = rng.standard_normal(5)
+        expected = float(x.sum())
 
-        def judge(results, expected=float(x.sum())):
+        def judge(results):
             got = value_of(results)
             if not isinstance(got, float):
                 return f"expected a float, got {type(got).__name__}"
