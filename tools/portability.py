@@ -111,7 +111,17 @@ MEASURES: dict[str, dict[str, str]] = {
         "rotary": "accuracies['rotary']",
         "most frequent guesses": "model_best",
         "loss difference, our loop vs train": "loss_gap",
-        "three back, smallest weight": "three_back.min().item()",
+        "three back, held-out mean": "three_back_mean",
+        "three back, rows 3-15 brightest": (
+            "all(int(k_back_weights[i].argmax()) == i - 3 for i in range(3, 16))"
+        ),
+        "three back, rows 3-15, smallest weight": "k_back_weights.diagonal(-3)[:13].min().item()",
+        "uniform: previous-token, induction, previous-token 1-9": (
+            "[chance_prev, chance_ind, chance_ten]"
+        ),
+        "scores above uniform: previous-token, induction": (
+            "[float(prev_all) - chance_prev, float(ind_1) - chance_ind]"
+        ),
         "two layers": "two",
         "one layer": "one",
         "one layer, spread over n": "max(by_length) - min(by_length)",
@@ -145,9 +155,18 @@ MEASURES: dict[str, dict[str, str]] = {
             "all(int(weights_0[i].argmax()) == i - 1 for i in range(1, 10))"
         ),
         "no positions, last loss": "histories['none'].losses[-1]",
-        "formation, induction 5/20/30/50": "[round(formation[s][1], 3) for s in (5, 20, 30, 50)]",
-        "formation, previous 5/20/30/50": "[round(formation[s][0], 3) for s in (5, 20, 30, 50)]",
-        "formation, losses 5/20/30/50": "[round(early_losses[s], 3) for s in (5, 20, 30, 50)]",
+        "formation, induction 5-80": "[round(formation[s][1], 3) for s in sorted(formation)]",
+        "formation, previous 1-9 5-80": "[round(formation[s][0], 3) for s in sorted(formation)]",
+        "formation, losses 5-80": "[round(early_losses[s], 4) for s in sorted(formation)]",
+        "formation, step 5 above uniform": (
+            "[formation[5][0] - chance_ten, formation[5][1] - chance_ind]"
+        ),
+        "formation, step 80 above uniform": (
+            "[formation[80][0] - chance_ten, formation[80][1] - chance_ind]"
+        ),
+        "formation, induction rises at every step": "ind_curve == sorted(ind_curve)",
+        "positions 3-31 on 64-token sequences, smallest": "min(near_accuracies.values())",
+        "order-blind bound, window 8, at 32/128/512": "list(bounds[8].values())",
         "1 vs 2 layers, first 10 steps": "(smooth[2][:10] - smooth[1][:10]).abs().max().item()",
         "2 layers, last 50 steps, max": "smooth[2][-50:].max().item()",
         "1 layer, last 50 steps, min": "smooth[1][-50:].min().item()",

@@ -86,7 +86,7 @@ class CachedAttention(MultiHeadAttention):
         # built once: the new queries after cached keys read their rows of it.
         # Not persistent, so it is not saved with the weights and the state
         # dict is chapter 4's.
-        mask = causal_mask(self.context_length)  # (context_length, context_length)
+        mask = causal_mask(self.context_length)  # (context_length,) * 2
         self.register_buffer("mask", mask, persistent=False)
 
     def forward(

@@ -111,10 +111,11 @@ def draw_induction_circuit(
 
     The sequence is drawn once as a row of numbered boxes. Suppose query ``i`` holds token
     ``A`` and ``A`` occurred before at position ``j``, followed by ``B`` at ``j + 1``.
-    Below the row, layer 0: the previous-token head's strongest arc into every
-    position up to ``i`` (the keys the query may read), so that position ``j + 1`` carries
+    Below the row, layer 0: the previous-token head's arc from every position up to ``i``
+    (the keys the query may read) to its strongest key, so that position ``j + 1`` carries
     the token before it, ``A``. Above the row, layer 1: the induction head's arcs
-    from query ``i`` to the keys, opacity by weight; its strongest key should be ``j + 1``,
+    from query ``i`` to the keys. In both layers an arc runs from a query to a key, wider and
+    more opaque for more weight; the induction head's strongest key should be ``j + 1``,
     whose value ``B`` becomes the prediction for position ``i + 1``. Arcs are drawn from the
     weights passed in, not from the rule. Each layer has its own colour (both heads are
     head 0 of their layer): here the colour tells the two layers apart.
@@ -151,14 +152,14 @@ def draw_induction_circuit(
             if j == i:
                 continue
             chord = abs(xs[i] - xs[j])
-            arrow(
+            arrow(  # from the query to its key, as in layer 1 above
                 ax,
-                (xs[j], base - box / 2 - 0.25),
                 (xs[i], base - box / 2 - 0.25),
+                (xs[j], base - box / 2 - 0.25),
                 colour=HEAD_COLOURS[0],
-                rad=math.copysign(min(0.5, 0.7 / chord), i - j),
+                rad=math.copysign(min(0.5, 0.7 / chord), j - i),
                 alpha=max(float(prev[i, j]), 0.15),
-                lw=2.2 if i == source + 1 else 1.0,
+                lw=1 + float(prev[i, j]),
             )
         for j in range(query + 1):
             weight = float(ind[query, j])
@@ -170,7 +171,7 @@ def draw_induction_circuit(
                     colour=HEAD_COLOURS[1],
                     rad=0.35,
                     alpha=min(1.0, weight),
-                    lw=1 + 2 * weight,
+                    lw=1 + weight,
                 )
         for i, token in enumerate(sequence):
             special = i in (query, source, source + 1)
