@@ -245,9 +245,7 @@ def chapter_grades(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mutated["source"] = source.name
         nbformat.write(nb, folder / MUTATED)
     secret = tmp_path_factory.mktemp("secret") / "secret"
-    rows = grader.grade_folder(
-        folder, timeout=600, workers=2, sandbox=SANDBOX, secret_path=secret
-    )
+    rows = grader.grade_folder(folder, timeout=600, workers=2, sandbox=SANDBOX, secret_path=secret)
     return {
         "rows": {row.submission: row for row in rows},
         "csv": read_csv(folder / "grades.csv"),

@@ -130,6 +130,6 @@ def the_scale_at_which_one_and_with_win(scale_to_win):
 
 @self_attention.check(hint="A token that already attends most to itself needs no scaling.")
 def journey_needs_no_scaling(scale_to_win):
-    """"journey" (i = 1) already attends most to itself: the answer is 1"""
+    """the answer for "journey" (i = 1), which already attends most to itself, is 1"""
     got = _number(scale_to_win(_toy(), 1))
     assert abs(got - 1.0) < 1e-6, f"got {got}"
