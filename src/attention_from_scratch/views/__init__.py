@@ -10,7 +10,7 @@ notebook cell that ends in one displays it in Jupyter, Colab and the built book,
 function                  what it shows
 ========================  ==============================================================
 ``attention_explorer``    one query's scores, softmax weights and context vector (1-3)
-``head_view``             lines from a token to the tokens each head attends to (4, 6)
+``head_view``             lines from a token to the tokens each head attends to (4)
 ``live_model``            the trained tiny model running in the page, heads on/off (6)
 ``kv_cache_stepper``      prefill, then decode a token at a time with a KV cache (7)
 ``tiles_stepper``         the online softmax of one query, block by block (7)
