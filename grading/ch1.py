@@ -149,8 +149,10 @@ class TemperatureFor(GradedExercise):
                 return f"expected a number (or a tensor of one number), got {describe(got)}"
             if not temperature > 0 or not np.isfinite(temperature):
                 return f"expected a temperature > 0, got {temperature:.3g}"
-            largest = float(softmax(wide / temperature).max())
-            if abs(largest - target) > 1e-4:
+            with np.errstate(all="ignore"):
+                largest = float(softmax(wide / temperature).max())
+            # Written so that a NaN (a temperature so small that the scores overflow) fails.
+            if not abs(largest - target) <= 1e-4:
                 return f"at that temperature the largest weight is {largest:.5f}"
             return None
 
@@ -260,7 +262,7 @@ class ScaleToWin(GradedExercise):
             number = as_number(got)
             if number is None:
                 return f"expected a number, got {describe(got)}"
-            if abs(number - factor) > 1e-4 * factor:
+            if not abs(number - factor) <= 1e-4 * factor:  # a NaN fails too
                 return f"expected another factor than {number:.5g}"
             return None
 

@@ -74,6 +74,16 @@ def test_the_self_check_passes_a_correct_answer(label: str) -> None:
 
 
 LAZY = {
+    # A number that makes every comparison false: NaN, and a temperature so small that the
+    # scores overflow and the weights become NaN.
+    ("ch1-ex-temperature", "a vanishing temperature"): """
+def temperature_for(scores, target):
+    return 5e-324
+""",
+    ("ch1-ex-self", "not a number"): """
+def scale_to_win(inputs, i):
+    return float("nan")
+""",
     # The package's context vector, whatever k: the page's own answer for k = t.
     ("ch1-ex-step-context", "the full context vector"): """
 from attention_from_scratch import simplified_attention

@@ -75,6 +75,12 @@ def fixture_grades(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_fixture(folder / "raising.ipynb", double="raise RuntimeError('not yet')\n")
     write_fixture(folder / "loop.ipynb", total="while True:\n    pass\n")
     write_fixture(folder / "forged.ipynb", double=FORGER)
+    # An answer that kills its kernel when the grader calls it (a crash, running out of
+    # memory): it costs only its own exercise.
+    write_fixture(
+        folder / "crasher.ipynb",
+        double="import os\n\ndef double(x):\n    os._exit(1)\n",
+    )
     (folder / "notes.txt").write_text("not a notebook")
     (folder / "broken.ipynb").write_text("{ this is not json")
     grader.grade_folder(
@@ -120,6 +126,14 @@ def test_an_infinite_loop_is_stopped_and_reported(fixture_grades: Path) -> None:
     # What the notebook defined before the loop is still graded; the loop's exercise is not.
     assert (row["ch0-ex-double"], row["ch0-ex-total"]) == ("3", "0")
     assert rows["good.ipynb"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_an_answer_that_kills_the_kernel_loses_only_its_exercise(fixture_grades: Path) -> None:
+    row = read_csv(fixture_grades / "grades.csv")["crasher.ipynb"]
+    assert (row["ch0-ex-double"], row["ch0-ex-total"], row["status"]) == ("0", "1", "ok")
+    feedback = (fixture_grades / "feedback" / "crasher.md").read_text()
+    assert "the kernel died while its calls ran" in feedback
 
 
 @pytest.mark.slow
@@ -170,6 +184,7 @@ def test_feedback_lists_checks_reasons_hints_and_human_graded_exercises(
     assert "ch0-ex-explain: 2 points" in feedback
     assert sorted(p.name for p in (fixture_grades / "feedback").iterdir()) == [
         "broken.md",
+        "crasher.md",
         "forged.md",
         "good.md",
         "loop.md",

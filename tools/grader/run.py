@@ -100,75 +100,136 @@ def execute(
 ) -> tuple[str, str, dict[str, list[list[Any]] | str]]:
     """Run the notebook in a fresh kernel (in its sandbox when configured), every error
     allowed, then one cell per exercise that calls its answers; return the status, why when
-    it could not run, and each exercise's results (or why there are none)."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-    from nbformat.v4 import new_code_cell
+    it could not run, and each exercise's results (or why there are none).
 
-    deadline = time.monotonic() + config.timeout
+    ``nb`` ends with the outputs of the first run. A kernel that dies during an exercise's
+    calls (out of memory, a crash in the answer) costs only that exercise: the notebook runs
+    again in a fresh kernel for the exercises after it."""
+    import copy
+
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
     workdir = Path(tempfile.mkdtemp(prefix="grade-"))
     results: dict[str, list[list[Any]] | str] = {}
+    original = copy.deepcopy(nb)
+    first = True
     try:
-        scratch = workdir / "scratch"
-        scratch.mkdir()
-        shutil.copy2(path, scratch / path.name)
-        folders = {}
-        for label, cases in exercises.items():
-            folders[label] = channel.new_folder(workdir)
-            channel.write_plan(folders[label], [case.call for case in cases])
-            cell = new_code_cell(channel.call_cell(folders[label]))
-            cell.metadata["tags"] = [GRADER_TAG]
-            nb.cells.append(cell)
-        options: dict[str, Any] = {}
-        if config.sandbox == "bwrap":
-            options["kernel_manager_class"] = sandboxed_kernel_manager(workdir, config)
-
-        class Client(NotebookClient):
-            def output(self, outs, msg, display_id, cell_index):  # type: ignore[no-untyped-def]
-                return (
-                    super().output(outs, msg, display_id, cell_index) if budget.keep(msg) else None
-                )
-
-        def timeout(cell: Any) -> int:
-            # The notebook's cells share config.timeout; a cell still running at the deadline
-            # is interrupted, and so is each later one, at once. Each exercise's calls have
-            # CALL_TIMEOUT seconds of their own, so an endless loop in one exercise costs
-            # only that exercise.
-            if GRADER_TAG in cell.metadata.get("tags", []):
-                return CALL_TIMEOUT
-            return max(1, int(deadline - time.monotonic()))
-
-        client = Client(
-            nb,
-            kernel_name="python3",
-            allow_errors=True,
-            timeout_func=timeout,
-            interrupt_on_timeout=True,
-            # One interrupt, then the next cell: the cell is recorded with this error.
-            error_on_timeout={"ename": TIMED_OUT, "evalue": "the cell ran out of time"},
-            resources={"metadata": {"path": str(scratch)}},
-            **options,
-        )
-        try:
-            client.execute()
-        except CellTimeoutError:
-            return f"timeout after {config.timeout:g} s", "the kernel ignored the interrupt", {}
-        except DeadKernelError as error:
-            # Out of memory, killed, or a process limit reached.
-            return "kernel died", str(error)[:200], {}
-        except Exception as error:  # e.g. the kernel could not start
-            lines = tail(workdir / "kernel.log").strip().splitlines()
-            why = (lines[-1] if lines else f"{type(error).__name__}: {error}")[:200]
-            return "not run", why, {}
-        for label, folder in folders.items():
-            calls = [case.call for case in exercises[label]]
+        pending = list(exercises)
+        while True:
+            run = nb if first else copy.deepcopy(original)
+            folders = _plan_calls(run, workdir, {label: exercises[label] for label in pending})
             try:
-                results[label] = channel.read_results(folder, calls)
-            except channel.Unreadable as error:
-                results[label] = str(error)
+                _run_kernel(run, path, config, budget, workdir)
+            except CellTimeoutError:
+                return f"timeout after {config.timeout:g} s", "the kernel ignored the interrupt", {}
+            except DeadKernelError as error:
+                if not _reached_calls(run):
+                    if first:  # the notebook's own cells killed it: nothing to grade
+                        return "kernel died", str(error)[:200], {}
+                    for label in pending:  # a rerun died before the calls: give up
+                        results[label] = "the kernel died before its calls ran"
+                    return "ok", "", results
+                finished = [label for label in pending if _has_results(folders[label])]
+                _read(results, folders, exercises, finished)
+                crashed = next((label for label in pending if label not in finished), None)
+                if crashed is None:
+                    return "ok", "", results
+                results[crashed] = "the kernel died while its calls ran (out of memory?)"
+                pending = pending[pending.index(crashed) + 1 :]
+                first = False
+                if not pending:
+                    return "ok", "", results
+                continue
+            except Exception as error:  # e.g. the kernel could not start
+                lines = tail(workdir / "kernel.log").strip().splitlines()
+                why = (lines[-1] if lines else f"{type(error).__name__}: {error}")[:200]
+                return "not run", why, {}
+            _read(results, folders, exercises, pending)
+            return "ok", "", results
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return "ok", "", results
+
+
+def _plan_calls(nb: Any, workdir: Path, exercises: dict[str, list[Case]]) -> dict[str, Path]:
+    """Write each exercise's calls into a fresh folder, and append the cell that makes them."""
+    from nbformat.v4 import new_code_cell
+
+    folders = {}
+    for label, cases in exercises.items():
+        folders[label] = channel.new_folder(workdir)
+        channel.write_plan(folders[label], [case.call for case in cases])
+        cell = new_code_cell(channel.call_cell(folders[label]))
+        cell.metadata["tags"] = [GRADER_TAG]
+        nb.cells.append(cell)
+    return folders
+
+
+def _has_results(folder: Path) -> bool:
+    return (folder / "out" / "results.json").is_file()
+
+
+def _reached_calls(nb: Any) -> bool:
+    """Whether the kernel got as far as the grader's cells (it ran the first of them)."""
+    return any(
+        cell.get("execution_count") is not None
+        for cell in nb.cells
+        if GRADER_TAG in cell.get("metadata", {}).get("tags", [])
+    )
+
+
+def _read(
+    results: dict[str, list[list[Any]] | str],
+    folders: dict[str, Path],
+    exercises: dict[str, list[Case]],
+    labels: list[str],
+) -> None:
+    for label in labels:
+        calls = [case.call for case in exercises[label]]
+        try:
+            results[label] = channel.read_results(folders[label], calls)
+        except channel.Unreadable as error:
+            results[label] = str(error)
+
+
+def _run_kernel(
+    nb: Any, path: Path, config: GradingConfig, budget: OutputBudget, workdir: Path
+) -> None:
+    """Execute ``nb`` in a fresh kernel, in a fresh scratch folder holding the submission."""
+    from nbclient import NotebookClient
+
+    scratch = workdir / "scratch"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    shutil.copy2(path, scratch / path.name)
+    options: dict[str, Any] = {}
+    if config.sandbox == "bwrap":
+        options["kernel_manager_class"] = sandboxed_kernel_manager(workdir, config)
+    deadline = time.monotonic() + config.timeout
+
+    class Client(NotebookClient):
+        def output(self, outs, msg, display_id, cell_index):  # type: ignore[no-untyped-def]
+            return super().output(outs, msg, display_id, cell_index) if budget.keep(msg) else None
+
+    def timeout(cell: Any) -> int:
+        # The notebook's cells share config.timeout; a cell still running at the deadline
+        # is interrupted, and so is each later one, at once. Each exercise's calls have
+        # CALL_TIMEOUT seconds of their own, so an endless loop in one exercise costs
+        # only that exercise.
+        if GRADER_TAG in cell.metadata.get("tags", []):
+            return CALL_TIMEOUT
+        return max(1, int(deadline - time.monotonic()))
+
+    Client(
+        nb,
+        kernel_name="python3",
+        allow_errors=True,
+        timeout_func=timeout,
+        interrupt_on_timeout=True,
+        # One interrupt, then the next cell: the cell is recorded with this error.
+        error_on_timeout={"ename": TIMED_OUT, "evalue": "the cell ran out of time"},
+        resources={"metadata": {"path": str(scratch)}},
+        **options,
+    ).execute()
 
 
 def judged(
