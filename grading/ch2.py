@@ -6,7 +6,8 @@ student's code called on them in the student's kernel, and judges what comes bac
 reference computed here in float64. The answers are what neither torch nor the course package
 computes: a SelfAttentionV1 that carries a SelfAttentionV2's biases as an extra row, the shift
 a key bias adds to each row of scores, how a context vector moves with each score, the
-normaliser of each row of tied attention, and the exact variance of a score.
+normaliser of each row of tied attention, and the exact variance of a score when each input
+feature has a spread of its own.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from grader.spec import (
     Module,
     ModuleState,
     Raised,
-    Result,
     Step,
     StepResult,
     Tensor,
@@ -110,6 +110,15 @@ def v2_output(x: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
     return softmax(scores) @ v
 
 
+def v1_output(x: np.ndarray, matrices: Sequence[np.ndarray]) -> np.ndarray:
+    """What SelfAttentionV1 computes with ``(d_in, d_out)`` matrices W_query, W_key, W_value,
+    in float64: ``softmax(x W_q (x W_k)^T / sqrt(d_out)) x W_v``."""
+    x = x.astype(np.float64)
+    q, k, v = (x @ m.astype(np.float64) for m in matrices)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(k.shape[-1])
+    return softmax(scores) @ v
+
+
 def inputs(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarray:
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
@@ -132,10 +141,12 @@ class V2IntoV1(GradedExercise):
         Check(
             "function",
             1,
-            "on inputs with a column of ones appended it computes what v2 computes; v2 unchanged",
+            "its weights, on inputs with a column of ones appended, compute what v2 computes; "
+            "v2 unchanged",
             "Call your SelfAttentionV1 on a batch with ones appended as the last feature and "
-            "compare with v2 on the batch itself. Build new parameters from copies: never "
-            "write into v2's own.",
+            "compare with v2 on the batch itself: the grader computes SelfAttentionV1's "
+            "forward pass from the weights it returns. Build new parameters from copies: "
+            "never write into v2's own.",
         ),
     )
 
@@ -188,30 +199,43 @@ class V2IntoV1(GradedExercise):
 
     @staticmethod
     def function_case(state: dict[str, np.ndarray], x: np.ndarray) -> Case:
+        """The returned module's weights run here, on x with ones appended: its own forward,
+        which runs in the student's kernel, is never called."""
         expected = v2_output(x, state)
         ones = np.ones((*x.shape[:-1], 1), dtype=np.float32)
         with_ones = np.concatenate([x, ones], axis=-1)
         module = v2_module(state)
-        steps = (
-            Step("v2_into_v1", args=(module,), send_back=False, arguments_after=True),
-            Step(Result(0), args=(with_ones,)),
-        )
+        d_out, d_in = state["W_query.weight"].shape
+        shape = (d_in + 1, d_out)
 
         def judge(results: Sequence[StepResult]) -> str | None:
-            for result in results:
-                if isinstance(result.value, Raised):
-                    return f"it raised {result.value.type_name}: {result.value.message}"
-            if len(results) < 2:
-                return "the SelfAttentionV1 could not be called"
+            got = value_of(results)
+            if isinstance(got, Raised):
+                return f"it raised {got.type_name}: {got.message}"
             after = results[0].arguments[0] if results[0].arguments else None
             if not isinstance(after, ModuleState):
                 return "v2 could not be read back after the call"
             for key, want in state.items():
-                got = after.state.get(key)
-                if not isinstance(got, Tensor) or not np.array_equal(got.array, want):
+                kept = after.state.get(key)
+                if not isinstance(kept, Tensor) or not np.array_equal(kept.array, want):
                     return f"v2_into_v1 changed v2's {key}: leave v2 as it was"
+            if not isinstance(got, ModuleState) or got.name != "SelfAttentionV1":
+                return f"expected a new SelfAttentionV1, got {describe(got)}"
+            matrices = []
+            for role in ROLES:
+                matrix = got.state.get(role)
+                if not isinstance(matrix, Tensor) or matrix.array.dtype.kind != "f":
+                    return f"its {role} should be a floating tensor, got {describe(matrix)}"
+                if matrix.shape != shape:
+                    return f"its {role} should have shape {shape}, got {matrix.shape}"
+                matrices.append(matrix.array)
+            with np.errstate(all="ignore"):  # weights with inf or NaN give NaN: a failure
+                output = v1_output(with_ones, matrices)
             return problem_with_tensor(
-                value_of(results), expected, atol=2e-5, what="the output on x with ones appended"
+                Tensor(output, "torch.float64"),
+                expected,
+                atol=2e-5,
+                what="what its weights compute on x with ones appended",
             )
 
         kwargs = module.kwargs
@@ -219,7 +243,8 @@ class V2IntoV1(GradedExercise):
             f"SelfAttentionV2({kwargs['d_in']}, {kwargs['d_out']}, qkv_bias={kwargs['qkv_bias']}) "
             f"on a batch of shape {x.shape}"
         )
-        return Case("function", Call(steps, shown), judge)
+        step = Step("v2_into_v1", args=(module,), arguments_after=True)
+        return Case("function", Call((step,), shown), judge)
 
 
 # ---- ch2-ex-qkv-bias -------------------------------------------------------------------------
@@ -304,6 +329,15 @@ def context_and_pull(
 
 class ContextAndPull(GradedExercise):
     label = "ch2-ex-step"
+    manual_points = 1
+    rubric = (
+        "1/2 point: derives pull by hand, by the chain rule through the scaled softmax: "
+        "dz/d omega_ij = sum_j' v_j' alpha_ij' (delta_j'j - alpha_ij) / sqrt(d_k) = "
+        "alpha_ij (v_j - z_i) / sqrt(d_k) (a Jacobian from autograd alone earns nothing here). "
+        '1/2 point: from that form, "one" pulls hardest although its weight is the smallest '
+        "(0.11), because its value lies farthest from z; the rows add up to "
+        "(z - z) / sqrt(d_k) = 0, as raising every score of a row alike changes nothing."
+    )
     checks = (
         Check(
             "context",
@@ -317,8 +351,9 @@ class ContextAndPull(GradedExercise):
             "pull",
             2,
             "how the context vector moves when each score grows",
-            "z = sum over j' of alpha_j' v_j', and the chapter gives d alpha_j' / d omega_j; "
-            "mind the division by sqrt(d_k) between a score and its softmax.",
+            "Differentiate z = sum over j' of alpha_j' v_j' by the chain rule, with the "
+            "chapter's derivative of softmax; mind the division by sqrt(d_k) between a score "
+            "and its softmax.",
         ),
     )
 
@@ -477,21 +512,24 @@ class ScoreVariance(GradedExercise):
         "Expects Var(q . k) = sigma^4 d_k = 16 * 64 = 1024 (each term q_l k_l has variance "
         "sigma^2 sigma^2) and sigma^4 = 16 after dividing by sqrt(d_k); says the scaling removes "
         "the d_k, not the sigma^4, so the size of the entries (the initialisation) matters too."
+        " (The function: sum over l, l' of sigma_l^2 M_ll'^2 sigma_l'^2 with M = W_q W_k^T.)"
     )
     checks = (
         Check(
             "variance",
             2,
-            "the exact variance of a score projected from random inputs",
-            "Write the score as x M x'^T with M = W_q W_k^T, a sum of terms x_l M_ll' x'_l'. "
-            "They have mean 0 and are uncorrelated: add up their variances.",
+            "the exact variance of a score projected from inputs with a spread per feature",
+            "Write the score as x M x'^T, a sum of products of one entry of x and one of x'. "
+            "Use what independence and mean 0 give: the mean and variance of a product of "
+            "independent numbers, which products are correlated, and the variance of a sum. "
+            "Each feature l has its own sigma_l.",
         ),
         Check(
             "edges",
             1,
             "tied matrices, d_k = 1, float64",
-            "The formula holds for any two matrices of the same shape, W_k = W_q and a single "
-            "column included; return a number (or a tensor of one number).",
+            "Your derivation holds for any two matrices of the same shape, W_k = W_q and a "
+            "single column included; return a number (or a tensor of one number).",
         ),
     )
 
@@ -500,20 +538,25 @@ class ScoreVariance(GradedExercise):
         for _ in range(3):
             d_in, d_k = int(rng.integers(2, 9)), int(rng.integers(2, 7))
             w_query, w_key = (rng.standard_normal((d_in, d_k)) for _ in range(2))
-            sigma = float(rng.uniform(0.5, 3.0))
+            sigma = rng.uniform(0.3, 3.0, size=d_in)  # spreads that differ a lot
             cases.append(self.case("variance", w_query, w_key, sigma, np.float32))
         d_in = int(rng.integers(2, 8))
         tied = rng.standard_normal((d_in, int(rng.integers(2, 5))))
-        cases.append(self.case("edges", tied, tied, float(rng.uniform(0.5, 2.0)), np.float32))
+        sigma = rng.uniform(0.5, 2.0, size=d_in)
+        cases.append(self.case("edges", tied, tied, sigma, np.float32))
         column = rng.standard_normal((d_in, 1)), rng.standard_normal((d_in, 1))
-        cases.append(self.case("edges", *column, float(rng.uniform(0.5, 2.0)), np.float64))
+        sigma = rng.uniform(0.5, 2.0, size=d_in)
+        cases.append(self.case("edges", *column, sigma, np.float64))
         return cases
 
     @staticmethod
-    def case(check: str, w_query: np.ndarray, w_key: np.ndarray, sigma: float, dtype: type) -> Case:
-        w_query, w_key = w_query.astype(dtype), w_key.astype(dtype)
+    def case(
+        check: str, w_query: np.ndarray, w_key: np.ndarray, sigma: np.ndarray, dtype: type
+    ) -> Case:
+        w_query, w_key, sigma = w_query.astype(dtype), w_key.astype(dtype), sigma.astype(dtype)
         m = w_query.astype(np.float64) @ w_key.astype(np.float64).T
-        expected = sigma**4 * float((m**2).sum())
+        spread = sigma.astype(np.float64) ** 2  # (d_in,): the variance of each feature
+        expected = float(spread @ m**2 @ spread)
 
         def judge(results: Sequence[StepResult]) -> str | None:
             got = value_of(results)
@@ -527,7 +570,11 @@ class ScoreVariance(GradedExercise):
             return None
 
         d_in, d_k = w_query.shape
-        shown = f"d_in = {d_in}, d_k = {d_k}, sigma = {sigma:.3f}, {FLOAT[np.dtype(dtype).type]}"
+        low, high = float(sigma.min()), float(sigma.max())
+        shown = (
+            f"d_in = {d_in}, d_k = {d_k}, sigma from {low:.2f} to {high:.2f}, "
+            f"{FLOAT[np.dtype(dtype).type]}"
+        )
         return Case(check, call("score_variance", w_query, w_key, sigma, shown=shown), judge)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from grading_helpers import failures, full_marks, grade
+from grading_helpers import failures, full_marks, grade, graded_exercise
 
 from attention_from_scratch.exercises import run_checks
 
@@ -69,8 +69,8 @@ def score_variance(W_query, W_key, sigma):
     total = 0.0
     for a in range(W_query.shape[0]):
         for c in range(W_key.shape[0]):
-            total += float(W_query[a] @ W_key[c]) ** 2
-    return sigma**4 * total
+            total += float(sigma[a] * sigma[c] * (W_query[a] @ W_key[c])) ** 2
+    return total
 """
 
 
@@ -99,6 +99,16 @@ def v2_into_v1(v2):
     with torch.no_grad():
         for name in ("W_query", "W_key", "W_value"):
             getattr(v1, name).copy_(getattr(v2, name).weight.T)
+    return v1
+""",
+    # A real SelfAttentionV1 whose forward calls v2 on the inputs without their ones: no
+    # weights mapped (it earned the function check when that check called the returned
+    # object's forward in the kernel).
+    ("ch2-ex-v2-into-v1", "a forward that calls v2"): """
+from attention_from_scratch import SelfAttentionV1
+def v2_into_v1(v2):
+    v1 = SelfAttentionV1(v2.W_query.in_features + 1, v2.W_query.out_features)
+    v1.forward = lambda x, *a, **k: v2(x[..., :-1], *a, **k)
     return v1
 """,
     # The biases folded in, but the weights copied without their transpose.
@@ -173,6 +183,18 @@ def tied_attention(x, W, b):
 def score_variance(W_query, W_key, sigma):
     return sigma**4 * W_query.shape[1]
 """,
+    # The formula for one shared sigma (the old hint's), with the features' mean variance.
+    ("ch2-ex-sigma", "one shared sigma"): """
+def score_variance(W_query, W_key, sigma):
+    M = W_query.double() @ W_key.double().T
+    return float(sigma.double().pow(2).mean() ** 2 * (M**2).sum())
+""",
+    # The old hint's formula typed in as it was: one number per feature, not a number.
+    ("ch2-ex-sigma", "sigma^4 times the sum of M squared"): """
+def score_variance(W_query, W_key, sigma):
+    M = W_query.double() @ W_key.double().T
+    return sigma**4 * (M**2).sum()
+""",
     # The page's measurement, with many pairs.
     ("ch2-ex-sigma", "a measurement"): """
 import torch
@@ -189,6 +211,44 @@ def score_variance(W_query, W_key, sigma):
 def test_a_lazy_answer_earns_less_than_full_marks(label: str, name: str) -> None:
     score = grade(label, LAZY[(label, name)], seed=1)
     assert score.earned < score.possible
+
+
+def test_a_forward_that_calls_v2_earns_nothing() -> None:
+    score = grade("ch2-ex-v2-into-v1", LAZY[("ch2-ex-v2-into-v1", "a forward that calls v2")])
+    assert score.earned == 0, failures(score)
+
+
+def test_the_returned_weights_are_judged_not_the_returned_forward() -> None:
+    # The right weights behind a forward that returns zeros: the grader runs the weights.
+    answer = (
+        CORRECT
+        + """
+def v2_into_v1(v2, _fold=v2_into_v1):
+    v1 = _fold(v2)
+    v1.forward = lambda x, *a, **k: torch.zeros(*x.shape[:-1], v2.d_out)
+    return v1
+"""
+    )
+    for seed in range(3):
+        score = grade("ch2-ex-v2-into-v1", answer, seed=seed)
+        assert full_marks(score), failures(score)
+
+
+def test_the_pull_s_derivation_is_graded_by_hand() -> None:
+    # autograd's Jacobian of the page's forward pass gives the pull: the derivation the
+    # statement asks for earns the point a person grades.
+    autograd = """
+import torch
+def context_vector(x, W_query, W_key, W_value, i):
+    k, v = x @ W_key, x @ W_value
+    def z_of(omega):
+        return torch.softmax(omega / k.shape[-1] ** 0.5, dim=-1) @ v
+    omega = k @ (x[i] @ W_query)
+    return z_of(omega), torch.autograd.functional.jacobian(z_of, omega).T
+"""
+    assert full_marks(grade("ch2-ex-step", autograd))
+    exercise = graded_exercise("ch2-ex-step")
+    assert exercise.manual_points == 1 and "by hand" in exercise.rubric
 
 
 def test_a_library_call_earns_the_context_vector_only() -> None:
@@ -223,7 +283,7 @@ def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     exec(LAZY[("ch2-ex-v2-into-v1", "the page's copy reversed")], namespace)
     result = run_checks("ch2-ex-v2-into-v1", namespace)
     assert not result.passed and "(d_in + 1, d_out)" in result.checks[0].reason
-    assert "the last row its bias" in result.checks[0].hint
+    assert "column of ones" in result.checks[0].hint
     namespace = {}
     exec(LAZY[("ch2-ex-step", "the pull without 1/sqrt(d_k)")], namespace)
     result = run_checks("ch2-ex-step", namespace)

@@ -56,9 +56,9 @@ def _with_ones(x: torch.Tensor) -> torch.Tensor:
 
 
 @v2_into_v1.check(
-    hint="Return a new SelfAttentionV1(d_in + 1, d_out): in each matrix the first d_in rows "
-    "hold the layer's weight transposed (nn.Linear stores (d_out, d_in)), the last row its "
-    "bias, which the column of ones picks out."
+    hint="Return a new SelfAttentionV1(d_in + 1, d_out). Row l of each of its matrices "
+    "multiplies input feature l: which row meets the column of ones, and what must it hold? "
+    "The other rows must do what the layer's weight does, in SelfAttentionV1's layout."
 )
 def the_seed_789_module_with_biases(v2_into_v1):
     """SelfAttentionV2(3, 2, qkv_bias=True), seed 789: the same output on inputs with ones"""
@@ -85,7 +85,7 @@ def the_seed_789_module_with_biases(v2_into_v1):
     assert torch.allclose(got, expected, atol=1e-4), f"got {got.tolist()}"
 
 
-@v2_into_v1.check(hint="Without biases the last row of each matrix holds zeros.")
+@v2_into_v1.check(hint="Without biases nothing is added to the projections.")
 def the_seed_789_module_without_biases(v2_into_v1):
     """SelfAttentionV2(3, 2), seed 789: the last rows are 0, the output the page's"""
     v1 = v2_into_v1(_seed_789(qkv_bias=False))
@@ -190,24 +190,24 @@ sigma = Exercise("ch2-ex-sigma", chapter=2)
 
 
 @sigma.check(
-    hint="With W_q = W_k = the identity the inputs are the queries and keys: each of the "
-    "d_k terms q_m k_m has variance sigma^2 sigma^2."
+    hint="With W_q = W_k = the identity the inputs are the queries and keys, and the score a "
+    "sum of d_k products of two independent numbers: what is the variance of one product?"
 )
 def identity_matrices(score_variance):
-    """W_q = W_k = the 64 by 64 identity, sigma = 2: the variance is sigma^4 d_k = 1024"""
+    """W_q = W_k = the 64 by 64 identity, every sigma_l = 2: the variance is 16 * 64 = 1024"""
     eye = torch.eye(64)
-    got = _number(score_variance(eye, eye, 2.0))
+    got = _number(score_variance(eye, eye, torch.full((64,), 2.0)))
     assert abs(got - 1024) < 1e-2, f"got {got}"
 
 
 @sigma.check(
-    hint="Write the score as a sum of terms x_a M_ab x'_b with M = W_q W_k^T: each term has "
-    "variance sigma^4 M_ab^2, and they are uncorrelated."
+    hint="Write the score as x M x'^T, a sum of products of one entry of x and one of x': "
+    "which of these products are correlated, what is the variance of each, and of their sum?"
 )
 def a_small_example(score_variance):
-    """W_q = [[1, 0], [0, 1], [1, 1]], W_k = [[1, 2], [0, 1], [1, 0]], sigma = 1 and 0.5"""
+    """a 3 by 2 W_q and W_k, sigma = (1, 1, 1) and then (1, 2, 0.5)"""
     w_query = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     w_key = torch.tensor([[1.0, 2.0], [0.0, 1.0], [1.0, 0.0]])
-    for value, expected in ((1.0, 18.0), (0.5, 1.125)):
-        got = _number(score_variance(w_query, w_key, value))
-        assert abs(got - expected) < 1e-4, f"sigma = {value}: got {got}"
+    for values, expected in (((1.0, 1.0, 1.0), 18.0), ((1.0, 2.0, 0.5), 36.5625)):
+        got = _number(score_variance(w_query, w_key, torch.tensor(values)))
+        assert abs(got - expected) < 1e-4, f"sigma = {values}: got {got}"
