@@ -6,6 +6,9 @@ against a reference computed here in float64. The answers are what neither torch
 course package computes: one head of a module as chapter 3's CausalAttention and its own block
 of out_proj, the parameters of heads whose size is not d_out / h, queries, keys and values
 split out of one packed projection in two layouts, and a module with its heads reordered.
+
+A module the student returns is never run: its state dict comes back, and the grader computes
+what those weights do in its own process (a returned object's ``forward`` is the student's).
 """
 
 from __future__ import annotations
@@ -113,6 +116,35 @@ def mha_forward(
     return linear(merged, state, "out_proj"), weights, context
 
 
+def causal_forward(x: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
+    """What chapter 3's CausalAttention with these weights computes on ``x`` (b, t, d_in), in
+    float64: scores scaled by the square root of its own d_out, the size of its keys."""
+    q, k, v = (linear(x, state, role) for role in ROLES)  # (b, t, d) each
+    t = x.shape[1]
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(k.shape[-1])  # (b, t, t)
+    scores = np.where(np.triu(np.ones((t, t), dtype=bool), 1), -np.inf, scores)
+    return softmax(scores) @ v
+
+
+def weights_of(
+    made: ModuleState, shapes: dict[str, tuple[int, ...]], what: str
+) -> tuple[dict[str, np.ndarray], str | None]:
+    """The arrays of a returned module's state dict, and why they are not of ``shapes`` (a
+    key missing or of another shape; keys not in ``shapes`` are left out). A bias of
+    ``shapes`` the module does not have is left out too: the module adds none."""
+    arrays = {}
+    for key, shape in shapes.items():
+        got = made.state.get(key)
+        if got is None and key.endswith(".bias"):
+            continue
+        if not isinstance(got, Tensor):
+            return {}, f"{what} has no {key}"
+        if got.shape != shape:
+            return {}, f"{what}'s {key} should have shape {shape}, got {got.shape}"
+        arrays[key] = got.array.astype(np.float64)
+    return arrays, None
+
+
 def raised(results: Sequence[StepResult]) -> str | None:
     """Why the call stopped, if one of its steps raised."""
     for result in results:
@@ -193,14 +225,13 @@ class OneHead(GradedExercise):
         d_h = d_out // h
         block = state["out_proj.weight"].astype(np.float64)[:, m * d_h : (m + 1) * d_h]
         expected = context[:, m] @ block.T  # (b, t, d_out): head m's share, no bias
+        # One head's sizes: a CausalAttention with d_out = d_h, a d_h -> d_out linear layer.
+        head = {f"{role}.weight": (d_h, d_in) for role in ROLES}
+        head |= {f"{role}.bias": (d_h,) for role in ROLES}
         steps = (
-            Step("as_causal_and_linear", args=(module, m)),
+            Step("as_causal_and_linear", args=(module, m), arguments_after=True),
             Step(Result(0), "__getitem__", (0,), send_back=False),
-            Step(Result(0), "__getitem__", (1,), send_back=False),
-            Step(Result(1), "eval", send_back=False),  # the same mode as the module
-            Step(Result(2), "eval", send_back=False),
-            Step(Result(3), args=(x,), send_back=False),
-            Step(Result(4), args=(Result(5),)),
+            Step(Result(1), "context_length", called=False),
         )
 
         def judge(results: Sequence[StepResult]) -> str | None:
@@ -216,11 +247,30 @@ class OneHead(GradedExercise):
                 return f"the second module should be an nn.Linear, got {describe(layer)}"
             if "bias" in layer.state:
                 return "the linear layer should have no bias: the module adds out_proj.bias once"
-            why = raised(results)
+            arrays, why = weights_of(causal, head, "the CausalAttention")
+            if why:
+                return f"{why}: one head's CausalAttention has d_out = d_h = {d_h}"
+            out, why = weights_of(layer, {"weight": (d_out, d_h)}, "the linear layer")
+            if why:
+                return f"{why}: it reads one head's {d_h} outputs"
+            why = unchanged_module(results, state) or raised(results)
             if why:
                 return why
+            accepts = value_of(results)
+            if isinstance(accepts, bool) or not isinstance(accepts, int):
+                return f"the CausalAttention's context_length: got {describe(accepts)}"
+            if accepts < context_length:
+                return (
+                    f"the CausalAttention accepts {accepts} tokens, the module "
+                    f"{context_length}: it should accept every input the module accepts"
+                )
+            # What those weights compute, here: the returned objects are not run.
+            share = causal_forward(x, arrays) @ out["weight"].T
             return problem_with_tensor(
-                value_of(results), expected, atol=2e-5, what="linear(causal(x))"
+                Tensor(share, "torch.float64"),
+                expected,
+                atol=1e-5,
+                what="linear(causal(x)), computed from the weights returned,",
             )
 
         shown = f"{shown_module(module)}, head m = {m}, x of shape {x.shape}"
@@ -355,7 +405,8 @@ class SplitPacked(GradedExercise):
         cases = []
         for layout in ("roles", "heads", "roles", "heads"):
             b, t = int(rng.integers(1, 3)), int(rng.integers(2, 6))
-            h, d_h = int(rng.integers(2, 5)), int(rng.integers(1, 4))
+            # Heads of size 1 would not tell the groupings (h, 3, d_h) and (h, d_h, 3) apart.
+            h, d_h = int(rng.integers(2, 5)), int(rng.integers(2, 4))
             cases.append(self.split_case("layouts", inputs(rng, b, t, 3 * h * d_h), h, layout))
         for layout in ("roles", "heads"):
             h = int(rng.integers(2, 6))
@@ -439,7 +490,8 @@ class PermuteHeads(GradedExercise):
         Check(
             "output",
             1,
-            "the new module's output equals the module's; the module is unchanged",
+            "the heads moved and the new module's output equals the module's; the module is "
+            "unchanged",
             "out_proj reads the heads' outputs: which of its axes follows the heads? Build the "
             "new module from copies, without writing into the module passed in.",
         ),
@@ -478,10 +530,8 @@ class PermuteHeads(GradedExercise):
         module = mha_module(state, h, t)
         out, weights, _ = mha_forward(x, state, h)
         index = np.concatenate([np.arange(p * d_h, (p + 1) * d_h) for p in perm])
-        steps = (
-            Step("permute_heads", args=(module, list(perm)), arguments_after=True),
-            Step(Result(0), args=(x,), kwargs={"return_weights": True}),
-        )
+        shapes = {key: value.shape for key, value in state.items()}
+        step = Step("permute_heads", args=(module, list(perm)), arguments_after=True)
 
         def judge(results: Sequence[StepResult]) -> str | None:
             made = value_of(results, 0)
@@ -489,33 +539,42 @@ class PermuteHeads(GradedExercise):
                 return f"it raised {made.type_name}: {made.message}"
             if not isinstance(made, ModuleState) or made.name != "MultiHeadAttention":
                 return f"expected a new MultiHeadAttention, got {describe(made)}"
-            why = raised(results)
+            if check == "biases":
+                return biases_problem(made, state, index)
+            arrays, why = weights_of(made, shapes, "the new module")
             if why:
                 return why
-            got = value_of(results)
-            if not isinstance(got, list) or len(got) != 2:
-                return f"the new module returned {describe(got)}, not (output, weights)"
+            # What the new module's weights compute with the module's h heads, here: the
+            # returned object is not run.
+            out_new, weights_new, _ = mha_forward(x, arrays, h)
+            order = head_order(weights_new, weights)
             if check == "heads":
-                return heads_problem(got[1], weights, perm)
-            if check == "output":
-                return problem_with_tensor(
-                    got[0], out, atol=2e-5, what="the output"
-                ) or unchanged_module(results, state)
-            return biases_problem(made, state, index)
+                return heads_problem(order, perm)
+            if order == list(range(h)):
+                return "the heads are still in their old order: no head moved"
+            return problem_with_tensor(
+                Tensor(out_new, "torch.float64"), out, atol=2e-5, what="the output"
+            ) or unchanged_module(results, state)
 
         shown = f"{shown_module(module)}, perm = {perm}, x of shape {x.shape}"
-        return Case(check, Call(steps, shown), judge)
+        return Case(check, Call((step,), shown), judge)
 
 
-def heads_problem(got: object, weights: np.ndarray, perm: list[int]) -> str | None:
-    """Why the new module's weights (b, h, t, t) are not the module's, heads in perm's order."""
+def head_order(got: np.ndarray, weights: np.ndarray) -> list[int | None]:
+    """For each head m of ``got`` (b, h, t, t), the module's head whose weights it computes
+    (None if none or several do)."""
     h = weights.shape[1]
-    if not isinstance(got, Tensor) or got.shape != weights.shape:
-        return f"the weights should have shape {weights.shape}, got {describe(got)}"
-    order = []
+    order: list[int | None] = []
     for m in range(h):
-        same = [p for p in range(h) if np.allclose(got.array[:, m], weights[:, p], atol=2e-5)]
+        same = [p for p in range(h) if np.allclose(got[:, m], weights[:, p], atol=2e-5)]
         order.append(same[0] if len(same) == 1 else None)
+    return order
+
+
+def heads_problem(order: list[int | None], perm: list[int]) -> str | None:
+    """Why the new module's heads, which compute the weights of the module's heads ``order``,
+    are not in perm's order."""
+    h = len(perm)
     if order == perm:
         return None
     if order == list(range(h)):

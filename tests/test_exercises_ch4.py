@@ -110,6 +110,51 @@ from torch import nn
 def as_causal_and_linear(mha, m):
     return mha, nn.Identity()
 """,
+    # A full-size CausalAttention in disguise: its forward, replaced on the instance, runs the
+    # module's own steps with the other heads' context zeroed; the linear layer is an identity.
+    ("ch4-ex-one-head", "a disguised forward"): """
+import copy
+import torch
+from torch import nn
+from attention_from_scratch import CausalAttention, merge_heads
+def as_causal_and_linear(mha, m):
+    sub = copy.deepcopy(mha).eval()
+    def forward(x, return_weights=False):
+        q, k, v = sub.project(x)
+        context, _ = sub.attend(q, k, v)
+        keep = torch.zeros(sub.num_heads, 1, 1)
+        keep[m] = 1
+        return sub.out_proj(merge_heads(context * keep)) - sub.out_proj.bias
+    causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0)
+    causal.forward = forward
+    linear = nn.Linear(mha.d_out, mha.d_out, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.eye(mha.d_out))
+    return causal, linear
+""",
+    # The same disguise with the other heads' values zeroed in a copy of the module.
+    ("ch4-ex-one-head", "a disguised copy with other heads' values zeroed"): """
+import copy
+import torch
+from torch import nn
+from attention_from_scratch import CausalAttention
+def as_causal_and_linear(mha, m):
+    d_h = mha.head_dim
+    sub = copy.deepcopy(mha).eval()
+    keep = torch.zeros(mha.d_out)
+    keep[m * d_h : (m + 1) * d_h] = 1
+    with torch.no_grad():
+        sub.W_value.weight.mul_(keep[:, None])
+        if sub.W_value.bias is not None:
+            sub.W_value.bias.mul_(keep)
+        sub.out_proj.bias.zero_()
+    causal = CausalAttention(mha.d_in, mha.d_out, mha.context_length, 0.0)
+    causal.forward = lambda x, return_weights=False: sub(x)
+    linear = nn.Linear(mha.d_out, mha.d_out, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.eye(mha.d_out))
+    return causal, linear
+""",
     # The page's count: build the package's module and count its parameters.
     ("ch4-ex-count-parameters", "the package's module counted"): """
 from attention_from_scratch import MultiHeadAttention
@@ -141,6 +186,35 @@ import copy
 def permute_heads(module, perm):
     return copy.deepcopy(module)
 """,
+    # A copy whose attend, replaced on the instance, reorders the weights it returns: no
+    # parameter moves.
+    ("ch4-ex-permute-heads", "a disguised attend"): """
+import copy
+import types
+def permute_heads(module, perm):
+    new = copy.deepcopy(module)
+    attend = type(new).attend
+    def reordered(self, q, k, v):
+        context, weights = attend(self, q, k, v)
+        return context, None if weights is None else weights[:, list(perm)]
+    new.attend = types.MethodType(reordered, new)
+    return new
+""",
+    # The "heads" layout grouped (h, d_h, 3): each head's numbers, interleaved by role. It
+    # passes the public self-check, which holds for more than one grouping.
+    ("ch4-ex-divisible", "a grouping the self-check cannot tell"): """
+def split_qkv(qkv, num_heads, layout):
+    b, t, size = qkv.shape
+    d_out = size // 3
+    if size % 3 or d_out % num_heads:
+        raise ValueError(f"d_out={d_out} is not a multiple of num_heads={num_heads}")
+    d_h = d_out // num_heads
+    if layout == "roles":
+        grouped = qkv.reshape(b, t, 3, num_heads, d_h).permute(2, 0, 3, 1, 4)
+    else:
+        grouped = qkv.reshape(b, t, num_heads, d_h, 3).permute(4, 0, 2, 1, 3)
+    return grouped[0], grouped[1], grouped[2]
+""",
 }
 
 
@@ -150,7 +224,7 @@ def test_a_lazy_answer_earns_less_than_full_marks(label: str, name: str) -> None
     assert score.earned < score.possible
 
 
-def _failed(label: str, code: str, seed: int = 2) -> set[str]:
+def _failed(label: str, code: str | dict, seed: int = 2) -> set[str]:
     return {check.name for check in grade(label, code, seed=seed).checks if not check.passed}
 
 
@@ -166,7 +240,28 @@ def test_each_lazy_answer_fails_the_check_meant_for_it() -> None:
     no_check = LAZY[("ch4-ex-divisible", "one view for both layouts")]
     assert _failed("ch4-ex-divisible", no_check) == {"layouts", "edges"}
     copied = LAZY[("ch4-ex-permute-heads", "an unchanged copy")]
-    assert _failed("ch4-ex-permute-heads", copied) == {"heads", "biases"}
+    assert _failed("ch4-ex-permute-heads", copied) == {"heads", "output", "biases"}
+
+
+def test_returned_modules_are_judged_by_their_weights() -> None:
+    """A forward or attend replaced on the returned instance is never run: the grader
+    computes what the returned weights do, and a head's CausalAttention has its size."""
+    for name in ("a disguised forward", "a disguised copy with other heads' values zeroed"):
+        score = grade("ch4-ex-one-head", LAZY[("ch4-ex-one-head", name)], seed=0)
+        assert score.earned == 0
+        assert "one head's CausalAttention has d_out = d_h" in failures(score)
+    for name in ("an unchanged copy", "a disguised attend"):
+        score = grade("ch4-ex-permute-heads", LAZY[("ch4-ex-permute-heads", name)], seed=0)
+        assert score.earned == 0, failures(score)
+        assert "no head moved" in failures(score)
+
+
+def test_the_public_check_of_the_packed_split_cannot_name_the_layout() -> None:
+    """The self-check holds for another grouping of the "heads" layout; the grader does not."""
+    namespace: dict = {}
+    exec(LAZY[("ch4-ex-divisible", "a grouping the self-check cannot tell")], namespace)
+    assert run_checks("ch4-ex-divisible", namespace).passed
+    assert "layouts" in _failed("ch4-ex-divisible", namespace)
 
 
 WITHOUT_OUT_PROJ = CORRECT.replace(
@@ -218,7 +313,7 @@ def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     exec(LAZY[("ch4-ex-divisible", "split_heads on each third")], namespace)
     result = run_checks("ch4-ex-divisible", namespace)
     assert [c.passed for c in result.checks] == [False, True]
-    assert "'heads', queries" in result.checks[0].reason
+    assert "'heads': head 0's query, key and value" in result.checks[0].reason
     result = run_checks("ch4-ex-count-parameters", {"parameter_count": lambda *a: 80_050.0})
     assert not result.passed and "expected an int" in result.checks[0].reason
     namespace = {}

@@ -2,9 +2,10 @@
 
 Each check tries the learner's function on the page's example (its module of two heads on the
 toy sentence, the sizes of its modules, the error of ``d_out = 10`` with four heads) or on a
-packed tensor of the numbers 0 to 23, whose split a reader can write out by hand, and compares
-it with the numbers written out here or with a property every right answer has. Grading is not
-done here: see :mod:`._core`.
+packed tensor of the numbers 0 to 23, and compares it with the numbers written out here or with
+properties every right answer has. The packed split is checked by properties only: they hold
+for more than one grouping of the packed axis, so they cannot be searched for the layout.
+Grading is not done here: see :mod:`._core`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def _head(as_causal_and_linear, mha: nn.Module, m: int) -> tuple[nn.Module, nn.M
     assert isinstance(causal, CausalAttention), f"causal: got {type(causal).__name__}"
     assert isinstance(linear, nn.Linear), f"linear: got {type(linear).__name__}"
     assert linear.bias is None, "the linear layer should have no bias"
+    d_h = mha.head_dim
+    got = tuple(causal.W_query.weight.shape)
+    assert got == (d_h, mha.d_in), f"causal should have d_out = d_h = {d_h}: W_query is {got}"
+    got = tuple(linear.weight.shape)
+    assert got == (mha.d_out, d_h), f"linear should map {d_h} to {mha.d_out}: its weight is {got}"
     return causal.eval(), linear.eval()
 
 
@@ -112,18 +118,18 @@ def heads_of_size_2_and_3_on_the_toy_sizes(parameter_count):
 
 divisible = Exercise("ch4-ex-divisible", chapter=4)
 
-# split_qkv(torch.arange(24.0).view(1, 2, 12), 2, layout): two tokens, d_out = 4, two heads of
-# size 2. Each result is (b, h, t, d_h) = (1, 2, 2, 2); token 1 holds token 0's numbers + 12.
-ROLES = (
-    [[[[0, 1], [12, 13]], [[2, 3], [14, 15]]]],  # queries: numbers 0-3
-    [[[[4, 5], [16, 17]], [[6, 7], [18, 19]]]],  # keys: numbers 4-7
-    [[[[8, 9], [20, 21]], [[10, 11], [22, 23]]]],  # values: numbers 8-11
-)
-HEADS = (
-    [[[[0, 1], [12, 13]], [[6, 7], [18, 19]]]],  # queries: 0-1 of head 0, 6-7 of head 1
-    [[[[2, 3], [14, 15]], [[8, 9], [20, 21]]]],  # keys
-    [[[[4, 5], [16, 17]], [[10, 11], [22, 23]]]],  # values
-)
+
+def _split(split_qkv, qkv: torch.Tensor, layout: str) -> list[torch.Tensor]:
+    answer = split_qkv(qkv.clone(), 2, layout)
+    assert isinstance(answer, tuple | list) and len(answer) == 3, "return (queries, keys, values)"
+    parts = [answer_tensor(part, (1, 2, 2, 2)) for part in answer]  # (b, h, t, d_h)
+    for part, role in zip(parts, ("queries", "keys", "values"), strict=True):
+        assert part.dtype == qkv.dtype, f"{layout!r}, {role}: dtype {part.dtype}, not {qkv.dtype}"
+    return parts
+
+
+def _numbers(*parts: torch.Tensor) -> list[int]:
+    return sorted(int(n) for part in parts for n in part.flatten())
 
 
 @divisible.check(
@@ -131,18 +137,27 @@ HEADS = (
     "the roles to the front and the heads in front of the tokens."
 )
 def the_numbers_0_to_23_in_both_layouts(split_qkv):
-    """two tokens of 12 packed numbers, two heads of size 2, in both layouts"""
-    qkv = torch.arange(24.0).view(1, 2, 12)  # (b, t, 3 * d_out)
-    for layout, expected in (("roles", ROLES), ("heads", HEADS)):
-        answer = split_qkv(qkv.clone(), 2, layout)
-        assert isinstance(answer, tuple | list) and len(answer) == 3, (
-            "return (queries, keys, values)"
-        )
-        for got, want, role in zip(answer, expected, ("queries", "keys", "values"), strict=True):
-            got = answer_tensor(got, (1, 2, 2, 2))
-            assert torch.equal(got, torch.tensor(want, dtype=got.dtype)), (
-                f"{layout!r}, {role}: got {got.int().tolist()}"
+    """two tokens of 12 packed numbers, two heads of size 2: each role (in "roles") and each
+    head (in "heads") gets its own run of the numbers"""
+    qkv = torch.arange(24.0).view(1, 2, 12)  # (b, t, 3 * d_out): token 1 is token 0 + 12
+    split = {layout: _split(split_qkv, qkv, layout) for layout in ("roles", "heads")}
+    for layout, parts in split.items():
+        for part, role in zip(parts, ("queries", "keys", "values"), strict=True):
+            assert torch.equal(part[:, :, 1], part[:, :, 0] + 12), (
+                f"{layout!r}, {role}: token 1 should hold token 0's numbers + 12"
             )
+        token_0 = [part[:, :, 0] for part in parts]
+        assert _numbers(*token_0) == list(range(12)), (
+            f"{layout!r}: token 0's 12 numbers should each land once, got {_numbers(*token_0)}"
+        )
+    for r, role in enumerate(("queries", "keys", "values")):
+        got = _numbers(split["roles"][r][:, :, 0])
+        assert got == list(range(4 * r, 4 * r + 4)), f"'roles', {role}: got numbers {got}"
+    for m in range(2):
+        got = _numbers(*(part[:, m, 0] for part in split["heads"]))
+        assert got == list(range(6 * m, 6 * m + 6)), (
+            f"'heads': head {m}'s query, key and value hold numbers {got}"
+        )
 
 
 @divisible.check(
