@@ -3,8 +3,10 @@
 Each draws a student's inputs from their variant's generator, has the student's code called
 on them in the student's kernel, and judges what comes back against a reference computed here
 in float64. The answers return what neither torch nor the course package exposes: the slots
-of a ring buffer, the running state of the online softmax after every block, the scores of the
-folded grouped product.
+of a ring buffer (whose two buffers must keep their address across appends and be written in
+place), the running state of the online softmax after one more block (from a state drawn here
+over scores the student never sees, so that only the online update can answer), the scores of
+the folded grouped product.
 """
 
 from __future__ import annotations
@@ -72,10 +74,11 @@ class RollingCache(GradedExercise):
         Check(
             "ring",
             1,
-            "the buffers hold token p in slot p mod window, in the dtype of the keys",
+            "two buffers allocated once and written in place, token p in slot p mod window",
             "Allocate the (b, h_kv, window, d_h) buffers once, at the first append, with the "
-            "keys' dtype, and write token p into slot p % window: an append that reaches the "
-            "end of the buffers goes on at slot 0.",
+            "keys' dtype, and write each append into them in place: `keys` read after the "
+            "first append is the very tensor read after the last. Token p goes into slot "
+            "p % window: an append that reaches the end of the buffers goes on at slot 0.",
         ),
     )
 
@@ -115,6 +118,7 @@ class RollingCache(GradedExercise):
         values = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
         steps = [Step("RollingKVCache", args=(window,), send_back=False)]
         ends = np.cumsum(sizes)
+        reads = []  # the ring check: where each append's buffers were read
         for start, end in zip([0, *ends[:-1]], ends, strict=True):
             steps.append(
                 Step(
@@ -124,10 +128,22 @@ class RollingCache(GradedExercise):
                     send_back=check == "window",
                 )
             )
+            if check == "ring":
+                # Read both buffers (kept in the kernel) and send back their addresses.
+                at = len(steps)
+                reads.append(at)
+                steps += [
+                    Step(Result(0), "keys", called=False, send_back=False),
+                    Step(Result(0), "values", called=False, send_back=False),
+                    Step(Result(at), "data_ptr"),
+                    Step(Result(at + 1), "data_ptr"),
+                ]
         if check == "window":
             steps.append(Step(Result(0), "length", called=False))
         else:
-            steps += [Step(Result(0), name, called=False) for name in ("keys", "values")]
+            # The tensors read after the first append, as they are now, then the last ones.
+            steps += [Step(Result(at), called=False) for at in (reads[0], reads[0] + 1)]
+            steps += [Step(Result(at), called=False) for at in (reads[-1], reads[-1] + 1)]
         name = dtype_name(keys)
         shown = f"window {window}, appends of {sizes} tokens, b = {b}, h_kv = {h_kv}, {name}"
 
@@ -175,6 +191,33 @@ class RollingCache(GradedExercise):
                 )
                 if problem:
                     return problem
+            for offset, what in enumerate(("keys", "values")):
+                addresses = [results[at + 2 + offset].value for at in reads]
+                first = addresses[0]
+                for i, address in enumerate(addresses):
+                    if not isinstance(address, int) or isinstance(address, bool):
+                        return f"`{what}.data_ptr()` gave {describe(address)}"
+                    if address != first:
+                        return (
+                            f"`{what}` read after append {i} is not the tensor read after "
+                            "append 0 (it lies elsewhere in memory): the buffers should be "
+                            "allocated once and written in place"
+                        )
+            for item, source, what in zip(
+                results[-4:-2], (keys, values), ("keys", "values"), strict=True
+            ):
+                problem = problem_with_tensor(
+                    item.value,
+                    source[:, :, order],
+                    atol=0,
+                    rtol=0,
+                    what=f"`{what}` read after append 0, looked at after the last append,",
+                )
+                if problem:
+                    return (
+                        f"{problem}: the tensor read after the first append should be the "
+                        "buffer itself, written in place by every later append"
+                    )
             return None
 
         return Case(check, Call(tuple(steps), shown), judge)
@@ -225,8 +268,9 @@ class PositionIds(GradedExercise):
             "past",
             1,
             "ids that go on from the tokens already in the cache",
-            "Each row starts counting at its own `past`, the real tokens it already has in "
-            "the cache: add it, one number per row, to that row's real tokens only.",
+            "Each row goes on from the real tokens in its own cache, and its pads still get "
+            "0: work out by hand the ids of one padded row with `past` = 3 and compare them "
+            "with what your function gives.",
         ),
         Check(
             "edges",
@@ -280,76 +324,101 @@ class PositionIds(GradedExercise):
 # ---- ch7-ex-online-softmax ---------------------------------------------------------------------
 
 
-def online_states(
-    scores: np.ndarray, values: np.ndarray, block_size: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``m``, ``ell`` and ``o`` after every block, each from its definition over the scores
-    seen so far (the reference, in float64): ``(n, r)``, ``(n, r)``, ``(n, r, d)``."""
+def state_over(scores: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``m``, ``ell`` and ``o`` of each row over these scores, from their definitions (the
+    reference, in float64): ``(r,)``, ``(r,)``, ``(r, d)``; -inf, 0 and 0 over no visible
+    score."""
     scores, values = scores.astype(np.float64), values.astype(np.float64)
-    ms, ells, os = [], [], []
-    for end in range(block_size, scores.shape[1] + block_size, block_size):
-        seen = scores[:, :end]
-        m = seen.max(axis=1)  # (r,)
-        safe = np.where(np.isneginf(m), 0.0, m)
-        p = np.exp(seen - safe[:, None])  # (r, end), 0 at hidden keys
-        ms.append(m)
-        ells.append(p.sum(axis=1))
-        os.append(p @ values[: seen.shape[1]])
-    return np.stack(ms), np.stack(ells), np.stack(os)
+    r, d = scores.shape[0], values.shape[1]
+    if scores.shape[1] == 0:
+        return np.full(r, -np.inf), np.zeros(r), np.zeros((r, d))
+    m = scores.max(axis=1)  # (r,)
+    safe = np.where(np.isneginf(m), 0.0, m)
+    p = np.exp(scores - safe[:, None])  # (r, s), 0 at hidden keys
+    return m, p.sum(axis=1), p @ values
 
 
 class OnlineSoftmax(GradedExercise):
     label = "ch7-ex-online-softmax"
     checks = (
         Check(
-            "states",
+            "step",
             2,
-            "m, ell and o after every block",
-            "After block k, m is each row's largest score so far, and ell and o sum "
-            "e^(score - m) (times the values, for o) over the scores so far, measured from "
-            "that m: when the maximum grows, rescale what you had by e^(m - m').",
+            "m, ell and o after one more block, from running states the grader draws",
+            "ell and o were measured from the old maximum m: when the block raises it, what "
+            "you held must be measured from the new one before the block's own terms are "
+            "added (the section's rescaling); when it does not, m stays.",
         ),
         Check(
             "edges",
             1,
-            "rows whose first blocks are hidden, scores near 1000, float32",
-            "While a row has seen only -inf, subtract 0 instead of m (so that ell and o stay "
-            "0, never NaN); every exponent must be at most 0; keep the dtype of the scores.",
+            "rows that have seen only hidden keys, hidden blocks, the first block, scores "
+            "near 1000 in float32",
+            "A row that has seen only hidden keys has m = -inf, ell = 0, o = 0, and may meet "
+            "a hidden block again: subtract 0 instead of m' while m' is -inf, so that nothing "
+            "becomes NaN; every exponent must be at most 0; keep the dtype of the scores.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
-        for uneven in (True, False, True):
-            r, s, d = int(rng.integers(1, 5)), int(rng.integers(6, 15)), int(rng.integers(1, 4))
-            block = int(rng.integers(2, s // 2 + 1)) if uneven else int(rng.choice([1, s]))
-            if uneven and s % block == 0:
-                s += 1  # a shorter last block
-            scores = 3 * rng.standard_normal((r, s))
-            cases.append(self.case("states", scores, rng.standard_normal((s, d)), block))
-        # Masked first blocks: row 0 hidden for its first two blocks, row 1 entirely.
-        s, block, d = int(rng.integers(7, 12)), int(rng.integers(2, 4)), int(rng.integers(1, 4))
-        scores = 3 * rng.standard_normal((3, s))
-        scores[0, : 2 * block] = -np.inf
-        scores[1] = -np.inf
-        scores[2, rng.random(s) < 0.4] = -np.inf
-        scores[2, -1] = rng.standard_normal()
-        cases.append(self.case("edges", scores, rng.standard_normal((s, d)), block))
-        # Scores near 1000 whose maximum arrives late, in float32.
-        s = int(rng.integers(6, 12))
-        large = 1000 + 3 * rng.standard_normal((2, s))
-        large[:, -1] += 8
-        values = rng.standard_normal((s, 2)).astype(np.float32)
-        cases.append(self.case("edges", large.astype(np.float32), values, 2))
+        for _ in range(3):
+            r, seen, c = int(rng.integers(2, 6)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
+            past = 3 * rng.standard_normal((r, seen))
+            block = 3 * rng.standard_normal((r, c))
+            # Row 0's maximum rises in this block; row 1's stays.
+            block[0] += past[0].max() - block[0].max() + rng.uniform(1, 4)
+            block[1] += past[1].max() - block[1].max() - rng.uniform(1, 4)
+            cases.append(
+                self.case("step", rng, past, block, "row 0's maximum rises, row 1's stays")
+            )
+        # The first block: nothing seen yet; row 1's block hidden, row 2's partly.
+        c = int(rng.integers(2, 5))
+        block = 3 * rng.standard_normal((3, c))
+        block[1] = -np.inf
+        block[2, 0] = -np.inf
+        cases.append(self.case("edges", rng, np.zeros((3, 0)), block, "the first block"))
+        # Rows 0 and 2 have seen only hidden keys; rows 1 and 2 meet a hidden block.
+        seen, c = int(rng.integers(3, 7)), int(rng.integers(1, 5))
+        past = 3 * rng.standard_normal((4, seen))
+        block = 3 * rng.standard_normal((4, c))
+        past[[0, 2]] = -np.inf
+        block[[1, 2]] = -np.inf
+        past[3, rng.random(seen) < 0.4] = -np.inf
+        past[3, -1] = rng.standard_normal()
+        block[3, 0] = -np.inf
+        shown = "rows 0 and 2 have seen only hidden keys, rows 1 and 2 get a hidden block"
+        cases.append(self.case("edges", rng, past, block, shown))
+        # Scores near 1000, in float32; row 0's maximum rises by about 8.
+        seen, c = int(rng.integers(2, 7)), int(rng.integers(1, 4))
+        past = 1000 + 3 * rng.standard_normal((2, seen))
+        block = 1000 + 3 * rng.standard_normal((2, c))
+        block[0] += past[0].max() - block[0].max() + 8
+        block[1] += past[1].max() - block[1].max() - 2
+        cases.append(self.case("edges", rng, past, block, "scores near 1000", np.float32))
         return cases
 
     @staticmethod
-    def case(check: str, scores: np.ndarray, values: np.ndarray, block: int) -> Case:
-        values = values.astype(scores.dtype)
-        expected = online_states(scores, values, block)
-        name = dtype_name(scores)
-        wide = scores.dtype == np.float64
-        atol, rtol = (1e-9, 1e-9) if wide else (1e-4, 1e-4)
+    def case(
+        check: str,
+        rng: np.random.Generator,
+        past: np.ndarray,
+        block: np.ndarray,
+        shown: str,
+        dtype: type = np.float64,
+    ) -> Case:
+        """One step from the state of ``past`` (the student sees only that state)."""
+        r, c = block.shape
+        d = int(rng.integers(1, 4))
+        past, block = past.astype(dtype), block.astype(dtype)
+        past_values = rng.standard_normal((past.shape[1], d)).astype(dtype)
+        block_values = rng.standard_normal((c, d)).astype(dtype)
+        state = [x.astype(dtype) for x in state_over(past, past_values)]
+        expected = state_over(
+            np.concatenate([past, block], axis=1), np.concatenate([past_values, block_values])
+        )
+        name = dtype_name(block)
+        atol, rtol = (1e-9, 1e-9) if dtype == np.float64 else (1e-4, 1e-4)
 
         def judge(results: Sequence[StepResult]) -> str | None:
             got, why = tensors(value_of(results), 3, "the triple (m, ell, o)")
@@ -358,17 +427,23 @@ class OnlineSoftmax(GradedExercise):
             assert got is not None
             for item, want, what in zip(got, expected, ("m", "ell", "o"), strict=True):
                 problem = problem_with_tensor(
-                    item, want, atol=atol, rtol=rtol, dtype=name, what=f"`{what}`"
+                    item, want, atol=atol, rtol=rtol, dtype=name, what=f"the new `{what}`"
                 )
                 if problem:
-                    if what == "ell" and isinstance(item, Tensor) and np.isnan(item.array).any():
-                        return "`ell` became NaN: while m' is -inf, e^(m - m') is e^(-inf + inf)"
+                    if what != "m" and isinstance(item, Tensor) and np.isnan(item.array).any():
+                        return (
+                            f"the new `{what}` is NaN: while m' is -inf, e^(m - m') is "
+                            "e^(-inf + inf)"
+                        )
                     return problem
             return None
 
-        r, s = scores.shape
-        shown = f"r = {r}, s = {s}, d = {values.shape[1]}, block_size = {block}, {name}"
-        return Case(check, call("online_softmax", scores, values, block, shown=shown), judge)
+        described = f"r = {r}, a block of {c} keys, d = {d}, {name}: {shown}"
+        return Case(
+            check,
+            call("online_step", *state, block, block_values, shown=described),
+            judge,
+        )
 
 
 # ---- ch7-ex-group-heads ------------------------------------------------------------------------
@@ -400,17 +475,17 @@ class FoldedAttention(GradedExercise):
             "output",
             1,
             "the output of grouped-query attention after a cache",
-            "Query head i reads key/value head i // g (the g heads of a group are "
-            "neighbours), and new query i sits at position s - t + i: it sees keys 0 to "
-            "s - t + i.",
+            "Which key/value head does each query head read, and which keys may each new "
+            "query see after the cache? Compare your output with plain attention computed "
+            "one query head at a time, as in chapter 4, on a small case.",
         ),
         Check(
             "scores",
             1,
             "the scaled scores of the folded product, -inf where hidden",
-            "Row r of the folded (g t, s) matrix of key/value head j is query r % t of head "
-            "j g + r // t: its mask is the (t, s) mask of the cache repeated g times down the "
-            "rows.",
+            "Which query, at which position, sits in each row of the folded matrix? Fill a "
+            "small q with each query's position, fold it as your code does and read the rows: "
+            "each row must hide the keys after the position it holds.",
         ),
         Check(
             "edges",

@@ -9,9 +9,9 @@ grades as a submission).
 from __future__ import annotations
 
 import pytest
-from grading_helpers import failures, full_marks, grade
+from grading_helpers import failures, full_marks, grade, graded_exercise
 
-from attention_from_scratch.exercises import run_checks
+from attention_from_scratch.exercises import get_exercise, run_checks
 
 AUTO = [
     "ch7-ex-kv-cache",
@@ -49,23 +49,12 @@ def shifted_positions(padding_mask, past):
     before = torch.cumsum(real.int(), dim=1) - real.int()
     return torch.where(real, before + past.reshape(-1, 1), 0).long()
 
-def online_softmax(scores, values, block_size):
-    r, s = scores.shape
-    m = torch.full((r,), -math.inf, dtype=scores.dtype)
-    ell = torch.zeros(r, dtype=scores.dtype)
-    o = torch.zeros(r, values.shape[1], dtype=scores.dtype)
-    ms, ells, os = [], [], []
-    for start in range(0, s, block_size):
-        block = scores[:, start:start + block_size]
-        new_m = torch.max(m, block.max(dim=1).values)
-        base = torch.where(torch.isinf(new_m), torch.zeros_like(new_m), new_m)
-        shrink = torch.exp(m - base)
-        weights = torch.exp(block - base[:, None])
-        ell = shrink * ell + weights.sum(dim=1)
-        o = shrink[:, None] * o + weights @ values[start:start + block_size]
-        m = new_m
-        ms.append(m); ells.append(ell); os.append(o)
-    return torch.stack(ms), torch.stack(ells), torch.stack(os)
+def online_step(m, ell, o, block_scores, block_values):
+    new_m = torch.max(m, block_scores.max(dim=1).values)
+    base = torch.where(torch.isinf(new_m), torch.zeros_like(new_m), new_m)
+    shrink = torch.exp(m - base)
+    weights = torch.exp(block_scores - base[:, None])
+    return new_m, shrink * ell + weights.sum(dim=1), shrink[:, None] * o + weights @ block_values
 
 def folded_attention(q, k, v):
     b, h, t, d_h = q.shape
@@ -144,6 +133,53 @@ class RollingKVCache:
         self.keys, self.values = keys[:, :, -self.window:], values[:, :, -self.window:]
         return self.keys, self.values
 """,
+    # lazyC's trick: keep every token (the package's KVCache) and build the "buffers" from the
+    # last window at each read.
+    ("ch7-ex-kv-cache", "every token kept, buffers rebuilt at each read"): """
+import torch
+from attention_from_scratch.kv_cache import KVCache
+class RollingKVCache:
+    def __init__(self, window):
+        self.window = window
+        self._all = KVCache()
+    @property
+    def length(self):
+        return self._all.length
+    def append(self, keys, values):
+        k, v = self._all.append(keys, values)
+        return k[:, :, -self.window:], v[:, :, -self.window:]
+    def _buffer(self, x):
+        last = x[:, :, -self.window:]
+        if last.shape[2] < self.window:
+            pad = last.new_zeros(*last.shape[:2], self.window - last.shape[2], last.shape[3])
+            return torch.cat([last, pad], dim=2)
+        return torch.roll(last, self.length % self.window, dims=2)
+    @property
+    def keys(self):
+        return None if self._all.keys is None else self._buffer(self._all.keys)
+    @property
+    def values(self):
+        return None if self._all.values is None else self._buffer(self._all.values)
+""",
+    # The right slots, but new buffers at every append (index_copy out of place).
+    ("ch7-ex-kv-cache", "a new ring at every append"): """
+import torch
+class RollingKVCache:
+    def __init__(self, window):
+        self.window, self.length = window, 0
+        self.keys = self.values = None
+    def append(self, keys, values):
+        if self.keys is None:
+            shape = (*keys.shape[:2], self.window, keys.shape[3])
+            self.keys, self.values = keys.new_zeros(shape), values.new_zeros(shape)
+        slots = (self.length + torch.arange(keys.shape[2])) % self.window
+        self.keys = self.keys.index_copy(2, slots, keys)
+        self.values = self.values.index_copy(2, slots, values)
+        self.length += keys.shape[2]
+        held = min(self.length, self.window)
+        order = (self.length - held + torch.arange(held)) % self.window
+        return self.keys[:, :, order], self.values[:, :, order]
+""",
     # The section's formula: columns minus the pads, for left padding only.
     ("ch7-ex-position-ids", "the section's left-padding formula"): """
 import torch
@@ -164,50 +200,48 @@ import torch
 def shifted_positions(padding_mask, past):
     return torch.tensor([[0, 2, 3, 4, 0, 0], [0, 1, 0, 0, 0, 0], [0] * 6])
 """,
-    # The library's softmax: the output, none of the states.
-    ("ch7-ex-online-softmax", "torch.softmax"): """
+    # The library's softmax of the block: the new block's state, the running one forgotten.
+    ("ch7-ex-online-softmax", "the block alone"): """
 import torch
-def online_softmax(scores, values, block_size):
-    return torch.softmax(scores, dim=-1) @ values
+def online_step(m, ell, o, block_scores, block_values):
+    new_m = block_scores.amax(dim=1)
+    p = torch.exp(block_scores - new_m[:, None]).nan_to_num(0.0)
+    return new_m, p.sum(dim=1), p @ block_values
 """,
-    # The page's online_row, one row at a time, its output only.
-    ("ch7-ex-online-softmax", "the page's online_row"): """
+    # The sums so far added as they are, measured from the old maximum.
+    ("ch7-ex-online-softmax", "no rescaling"): """
 import torch
-def online_row(scores, values, block_size, safe=True):
-    m, ell, o = torch.tensor(float("-inf")), 0.0, torch.zeros(values.shape[1])
-    for start in range(0, len(scores), block_size):
-        block = scores[start : start + block_size]
-        m_new = torch.maximum(m, block.max())
-        m_sub = m_new
-        if safe and m_new == float("-inf"):
-            m_sub = torch.tensor(0.0)
-        rescale = torch.exp(m - m_sub)
-        p = torch.exp(block - m_sub)
-        ell = ell * rescale + p.sum()
-        o = o * rescale + p @ values[start : start + block_size]
-        m = m_new
-    return o / ell
-def online_softmax(scores, values, block_size):
-    return torch.stack([online_row(row, values, block_size) for row in scores])
+def online_step(m, ell, o, block_scores, block_values):
+    new_m = torch.maximum(m, block_scores.amax(dim=1))
+    base = new_m.masked_fill(new_m == float("-inf"), 0.0)
+    p = torch.exp(block_scores - base[:, None])
+    return new_m, ell + p.sum(dim=1), o + p @ block_values
 """,
     # The recipe as first written: subtracts m' even while it is -inf.
     ("ch7-ex-online-softmax", "the unsafe recipe"): """
 import torch
-def online_softmax(scores, values, block_size):
-    r = scores.shape[0]
-    m = torch.full((r,), float("-inf"), dtype=scores.dtype)
-    ell = torch.zeros(r, dtype=scores.dtype)
-    o = torch.zeros(r, values.shape[1], dtype=scores.dtype)
-    states = []
-    for start in range(0, scores.shape[1], block_size):
-        block = scores[:, start : start + block_size]
-        m_new = torch.maximum(m, block.amax(dim=1))
-        p = torch.exp(block - m_new[:, None])
-        ell = ell * torch.exp(m - m_new) + p.sum(dim=1)
-        o = o * torch.exp(m - m_new)[:, None] + p @ values[start : start + block_size]
-        m = m_new
-        states.append((m, ell, o))
-    return tuple(torch.stack(x) for x in zip(*states))
+def online_step(m, ell, o, block_scores, block_values):
+    m_new = torch.maximum(m, block_scores.amax(dim=1))
+    p = torch.exp(block_scores - m_new[:, None])
+    rescale = torch.exp(m - m_new)
+    return m_new, ell * rescale + p.sum(dim=1), o * rescale[:, None] + p @ block_values
+""",
+    # A lazy student's trick on the old exercise: recompute each prefix from scratch. A step
+    # only gets the state, so this version remembers every block it was given.
+    ("ch7-ex-online-softmax", "every block remembered, recomputed"): """
+import math
+import torch
+SEEN = []
+def online_step(m, ell, o, block_scores, block_values):
+    if bool(torch.isneginf(m).all()) and not bool(ell.any()):
+        SEEN.clear()  # looks like the start of a row
+    SEEN.append((block_scores, block_values))
+    scores = torch.cat([s for s, _ in SEEN], dim=1)
+    values = torch.cat([v for _, v in SEEN])
+    new_m = scores.amax(dim=1)
+    safe = new_m.masked_fill(new_m == -math.inf, 0.0)
+    p = torch.exp(scores - safe[:, None])
+    return new_m, p.sum(dim=1), p @ values
 """,
     # SDPA with grouped heads: an output (causal from the wrong corner), no scores.
     ("ch7-ex-group-heads", "SDPA with enable_gqa"): """
@@ -265,11 +299,30 @@ def test_a_lazy_answer_earns_less_than_full_marks(label: str, name: str) -> None
         assert score.earned < score.possible, seed
 
 
-def test_a_cache_without_a_ring_loses_only_the_ring() -> None:
-    score = grade(
-        "ch7-ex-kv-cache", LAZY[("ch7-ex-kv-cache", "concatenate, then keep the last window")]
-    )
-    assert [c.name for c in score.checks if not c.passed] == ["ring"]
+@pytest.mark.parametrize(
+    "name",
+    [
+        "concatenate, then keep the last window",
+        "every token kept, buffers rebuilt at each read",
+        "a new ring at every append",
+    ],
+)
+def test_a_cache_without_a_ring_allocated_once_loses_the_ring(name: str) -> None:
+    for seed in range(3):
+        score = grade("ch7-ex-kv-cache", LAZY[("ch7-ex-kv-cache", name)], seed=seed)
+        assert [c.name for c in score.checks if not c.passed] == ["ring"], seed
+
+
+def test_buffers_rebuilt_at_each_read_are_told_so() -> None:
+    lazy = LAZY[("ch7-ex-kv-cache", "every token kept, buffers rebuilt at each read")]
+    (failed,) = [c for c in grade("ch7-ex-kv-cache", lazy).checks if not c.passed]
+    assert "allocated once and written in place" in failed.reason, failed.reason
+
+
+def test_a_step_that_ignores_the_drawn_state_loses_the_step() -> None:
+    for name in ("the block alone", "no rescaling", "every block remembered, recomputed"):
+        score = grade("ch7-ex-online-softmax", LAZY[("ch7-ex-online-softmax", name)])
+        assert "step" in {c.name for c in score.checks if not c.passed}, name
 
 
 def test_the_unsafe_recipe_loses_the_edges_and_is_told_why() -> None:
@@ -279,11 +332,15 @@ def test_the_unsafe_recipe_loses_the_edges_and_is_told_why() -> None:
 
 
 def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
-    lazy: dict = {}
-    exec(LAZY[("ch7-ex-kv-cache", "concatenate, then keep the last window")], lazy)
-    result = run_checks("ch7-ex-kv-cache", lazy)
-    assert [c.passed for c in result.checks] == [True, False]
-    assert "slot p % window" in result.checks[1].hint
+    for name in (
+        "concatenate, then keep the last window",
+        "every token kept, buffers rebuilt at each read",
+    ):
+        lazy: dict = {}
+        exec(LAZY[("ch7-ex-kv-cache", name)], lazy)
+        result = run_checks("ch7-ex-kv-cache", lazy)
+        assert [c.passed for c in result.checks] == [True, False], name
+        assert "in place" in result.checks[1].hint
     unsafe: dict = {}
     exec(LAZY[("ch7-ex-online-softmax", "the unsafe recipe")], unsafe)
     result = run_checks("ch7-ex-online-softmax", unsafe)
@@ -293,6 +350,19 @@ def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     stub = {"folded_attention": ...}
     result = run_checks("ch7-ex-group-heads", stub)
     assert all("still `...`" in c.reason for c in result.checks)
+
+
+# What a hint must not spell out (a lazy read typed the old hints in): the running count's
+# function, the fold's reshape, the folded rows' query and head.
+SPELLED_OUT = ("cumsum", "reshape", "% t", "// t", "// g", "r % ", "j g +", "- t + r")
+
+
+@pytest.mark.parametrize("label", ["ch7-ex-position-ids", "ch7-ex-group-heads"])
+def test_the_hints_name_a_method_not_the_code(label: str) -> None:
+    hints = [check.hint for check in graded_exercise(label).checks]
+    hints += [check.hint for check in get_exercise(label).checks]
+    for hint in hints:
+        assert not [word for word in SPELLED_OUT if word in hint], hint
 
 
 MISTAKES = {

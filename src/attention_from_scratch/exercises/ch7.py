@@ -1,10 +1,10 @@
 """Self-checks of the exercises of chapter 7, "Attention at scale".
 
 Each check tries the learner's answer on a small public example written out here (tokens
-numbered 0, 1, 2, ..., two rows of scores, one hiding its first block and one around 1000, a
-few integer queries and keys, the page's 16 000-token prompt) and compares it with numbers
-written out here too or with a property every right answer has. Grading is not done here:
-see :mod:`._core`.
+numbered 0, 1, 2, ..., two rows of scores in blocks of two, one hiding its first block and one
+around 1000, a few integer queries and keys, the page's 16 000-token prompt) and compares it
+with numbers written out here too or with a property every right answer has. Grading is not
+done here: see :mod:`._core`.
 """
 
 from __future__ import annotations
@@ -55,27 +55,38 @@ def keeps_the_last_four_of_seven_tokens(RollingKVCache):
 
 
 @kv_cache.check(
-    hint="Allocate (b, h_kv, window, d_h) buffers once, in the keys' dtype, and write token p "
-    "into slot p % window: an append that reaches the end goes on at slot 0."
+    hint="Allocate (b, h_kv, window, d_h) buffers once, in the keys' dtype, and write each "
+    "append into them in place, token p into slot p % window: an append that reaches the end "
+    "goes on at slot 0."
 )
 def puts_token_p_in_slot_p_mod_4(RollingKVCache):
-    """the same appends in float16: the buffers hold tokens 4, 5, 6, 3 in slots 0 to 3"""
+    """the same appends in float16: the buffers, allocated once and written in place, hold
+    tokens 4, 5, 6, 3 in slots 0 to 3"""
     cache = RollingKVCache(4)
-    for start, stop in ((0, 3), (3, 5), (5, 7)):
+    cache.append(*_numbered(0, 3, torch.float16))
+    first = answer_tensor(cache.keys, (1, 1, 4, 1)), answer_tensor(cache.values, (1, 1, 4, 1))
+    for start, stop in ((3, 5), (5, 7)):
         cache.append(*_numbered(start, stop, torch.float16))
     keys = answer_tensor(cache.keys, (1, 1, 4, 1))
     values = answer_tensor(cache.values, (1, 1, 4, 1))
     assert keys.dtype == torch.float16, f"the buffers are {keys.dtype}, the keys float16"
     assert keys.flatten().tolist() == [4, 5, 6, 3], f"the slots hold {keys.flatten().tolist()}"
     assert values.flatten().tolist() == [-4, -5, -6, -3], "the values' slots do not match"
+    for before, now, what in zip(first, (keys, values), ("keys", "values"), strict=True):
+        assert before.data_ptr() == now.data_ptr(), (
+            f"`{what}` after the first append and after the last are not the same buffer"
+        )
+        assert torch.equal(before, now), (
+            f"`{what}` read after the first append was not written in place by the others"
+        )
 
 
 position_ids = Exercise("ch7-ex-position-ids", chapter=7)
 
 
 @position_ids.check(
-    hint="A real token's id is the number of real tokens before it in its row (torch.cumsum "
-    "counts them); every pad gets 0."
+    hint="A real token's id is the number of real tokens before it in its row: which running "
+    "operation over a row counts what came before? Every pad gets 0."
 )
 def the_pages_left_padded_prompts(shifted_positions):
     """the section's two prompts, 4 pads before the short one, nothing cached"""
@@ -89,8 +100,8 @@ def the_pages_left_padded_prompts(shifted_positions):
 
 
 @position_ids.check(
-    hint="Pads after the real tokens get 0 too, and each row's count starts at its own "
-    "`past`: add it to the real tokens only."
+    hint="Pads after the real tokens get 0 too, and each row goes on from its own cache: work "
+    "out the ids of this example by hand and compare them with yours."
 )
 def pads_on_both_sides_after_a_cache(shifted_positions):
     """pads on both sides, after 2, 0 and 5 cached tokens"""
@@ -109,20 +120,28 @@ SCORES = torch.tensor([[-INF, -INF, 1.0, 2.0, 0.5, -1.0], [1000.0, 999.0, 2.0, -
 VALUES = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, -1.0]])
 
 
-def _states(online_softmax) -> tuple[torch.Tensor, ...]:
-    result = online_softmax(SCORES.clone(), VALUES.clone(), 2)
-    assert isinstance(result, tuple | list) and len(result) == 3, "expected (m, ell, o)"
-    shapes = ((3, 2), (3, 2), (3, 2, 2))
-    return tuple(answer_tensor(x, shape) for x, shape in zip(result, shapes, strict=True))
+def _states(online_step) -> tuple[torch.Tensor, ...]:
+    """m, ell and o after each block of two keys, from the empty state: (3, 2), (3, 2) and
+    (3, 2, 2)."""
+    state = (torch.full((2,), -INF), torch.zeros(2), torch.zeros(2, 2))
+    after = []
+    for start in range(0, 6, 2):
+        blocks = SCORES[:, start : start + 2].clone(), VALUES[start : start + 2].clone()
+        result = online_step(*(x.clone() for x in state), *blocks)
+        assert isinstance(result, tuple | list) and len(result) == 3, "expected (m, ell, o)"
+        shapes = ((2,), (2,), (2, 2))
+        state = tuple(answer_tensor(x, shape) for x, shape in zip(result, shapes, strict=True))
+        after.append(state)
+    return tuple(torch.stack(x) for x in zip(*after, strict=True))
 
 
 @online_softmax.check(
-    hint="After each block m is the largest score so far and ell the sum of e^(score - m) so "
-    "far: rescale the old sum by e^(m - m') when m grows, and subtract 0 while m is -inf."
+    hint="m is the largest score so far and ell the sum of e^(score - m) so far: rescale the "
+    "old sum by e^(m - m') when m grows, and subtract 0 while m is -inf."
 )
-def m_and_ell_after_each_block(online_softmax):
-    """m and ell after each block of two scores, for two rows"""
-    m, ell, _ = _states(online_softmax)
+def m_and_ell_after_each_block(online_step):
+    """m and ell after each block of two scores, for two rows, from the empty state"""
+    m, ell, _ = _states(online_step)
     expected_m = torch.tensor([[-INF, 1000.0], [2.0, 1000.0], [2.0, 1001.0]])
     expected_ell = torch.tensor([[0.0, 1.367879], [1.367879, 1.367879], [1.640797, 1.503215]])
     assert torch.equal(m, expected_m), f"m is {m.tolist()}"
@@ -134,9 +153,9 @@ def m_and_ell_after_each_block(online_softmax):
     hint="o is rescaled with ell and gains e^(score - m) times each value: after the last "
     "block o / ell is softmax(scores) @ values."
 )
-def o_ends_as_the_attention_output(online_softmax):
+def o_ends_as_the_attention_output(online_step):
     """o is 0 after a hidden block, and o / ell is softmax(scores) @ values at the end"""
-    _, ell, o = _states(online_softmax)
+    _, ell, o = _states(online_step)
     assert torch.equal(o[0, 0], torch.zeros(2)), f"o of the hidden block is {o[0, 0].tolist()}"
     expected = torch.softmax(SCORES, dim=-1) @ VALUES  # (2, 2)
     final = o[-1] / ell[-1][:, None]
@@ -162,8 +181,9 @@ SHAPES = ((1, 4, 2, 4), (1, 2, 4, 3))  # the output (b, h, t, d_h), the scores (
 
 
 @group_heads.check(
-    hint="Fold head j g + c of the queries into rows c t to c t + t - 1 of key/value head j "
-    "(a reshape); row r is query r % t, at position s - t + r % t, and sees the keys up to it."
+    hint="Which query, at which position, sits in each folded row? Fill q with each query's "
+    "position, fold it as your code does and read the rows: each hides the keys after its "
+    "position."
 )
 def the_folded_scores_of_a_small_example(folded_attention):
     """the (1, 2, 4, 3) folded scores: 4 query heads, 2 key/value heads, 1 cached token"""
@@ -176,8 +196,8 @@ def the_folded_scores_of_a_small_example(folded_attention):
 
 
 @group_heads.check(
-    hint="Softmax each folded row over its keys, multiply by the values of its key/value "
-    "head, and reshape (b, h_kv, g t, d_h) back to (b, h, t, d_h)."
+    hint="Compare your output with plain attention computed one query head at a time, on the "
+    "key/value head of its group, as in chapter 4."
 )
 def the_output_of_a_small_example(folded_attention):
     """the (1, 4, 2, 4) output of the same example"""
