@@ -5,10 +5,12 @@ generator, has the student's code called on them in the student's kernel, and ju
 comes back against a reference computed here in float64. The models are small
 TinyCausalModels built in the kernel from weights drawn here; their reference forward pass is
 written out below, independently of the package. The answers are what neither torch nor the
-package computes: rotary positions on only the first r features of a head, from an offset
-(GPT-NeoX's partial rotary); the accuracy at every position; the logits with one head switched
-off; where the predictions change when the tokens are reordered; and the best order-blind
-guess of a reader that sees a window of earlier tokens.
+package computes: rotary positions on only the first r features of a head, from one start
+position per sequence, negative ones included (GPT-NeoX's partial rotary on a left-padded
+batch); the accuracy at every position of sequences placed at other positions; the logits with
+one head switched off; where the predictions change when the tokens are reordered; and, from
+cumulative counts alone, the best order-blind guess of a reader that sees a window of earlier
+tokens.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from grader.spec import (
 IGNORE_INDEX = -100
 FLOAT = {np.float32: "torch.float32", np.float64: "torch.float64"}
 ROLES = ("W_query", "W_key", "W_value")
+CONTEXT = 24  # the context length of the models of ch6-ex-extrapolate
 
 
 def raised(results: Sequence[StepResult]) -> str | None:
@@ -59,19 +62,33 @@ def unchanged(after: object, sent: np.ndarray, what: str) -> str | None:
 
 
 def partial_rotary(
-    x: np.ndarray, offset: int, r: int, *, over: int | None = None, interleaved: bool = False
+    x: np.ndarray,
+    offset: int | np.ndarray,
+    r: int,
+    *,
+    over: int | None = None,
+    interleaved: bool = False,
+    clamp: bool = False,
 ) -> np.ndarray:
     """``x`` ``(..., t, d_h)`` with its first ``r`` features rotated for positions
     ``offset, offset + 1, ...`` and the others as they are, in float64 (the reference).
+    ``offset`` is an int, or a ``(b,)`` array of start positions, one per sequence of ``x``
+    ``(b, ..., t, d_h)``.
 
     Pair ``i`` is features ``(i, i + r / 2)`` (or ``(2i, 2i + 1)`` when ``interleaved``),
-    turned by ``p * 10000**(-2i / over)``; ``over`` is ``r`` (right) or another size (a
-    mistake to recognise)."""
+    turned by ``p * 10000**(-2i / over)``; ``over`` is ``r`` (right) or another size, and
+    ``clamp`` turns negative positions into 0 (mistakes to recognise)."""
     x = x.astype(np.float64)
     t = x.shape[-2]
     half = r // 2
     theta = 10000.0 ** (-2 * np.arange(half) / (over or r))  # (r / 2,)
-    angles = (offset + np.arange(t))[:, None] * theta  # (t, r / 2)
+    start = np.asarray(offset, dtype=np.float64)  # () or (b,)
+    positions = start[..., None] + np.arange(t)  # (t,) or (b, t)
+    if clamp:
+        positions = np.maximum(positions, 0.0)
+    if positions.ndim == 2:  # one row per sequence, the same for the axes after b
+        positions = positions.reshape(len(start), *[1] * (x.ndim - 3), t)
+    angles = positions[..., None] * theta  # (..., t, r / 2)
     cos, sin = np.cos(angles), np.sin(angles)
     first = np.arange(0, r, 2) if interleaved else np.arange(half)
     second = first + 1 if interleaved else first + half
@@ -82,47 +99,69 @@ def partial_rotary(
     return out
 
 
+def start_positions(rng: np.random.Generator, b: int, t: int, far: bool = False) -> np.ndarray:
+    """A ``(b,)`` int64 array of distinct start positions, at least one negative (the padding
+    of a left-padded batch): ``past - pads``, or far ones beside a negative one."""
+    while True:
+        pads = rng.integers(0, t, size=b)  # padding before each sequence's first token
+        past = int(rng.integers(2000, 9000)) if far else int(rng.integers(0, 25))
+        offset = past - pads
+        offset[rng.integers(b)] = -int(rng.integers(1, t))  # a sequence still padded
+        if b == 1 or len(set(offset.tolist())) == b:
+            return offset.astype(np.int64)
+
+
 class PartialRotary(GradedExercise):
     label = "ch6-ex-rotate-half"
     checks = (
         Check(
             "partial",
             2,
-            "the first r features rotated in the rotate-half convention, from `offset`",
+            "the first r features rotated in the rotate-half convention, one start position "
+            "per sequence",
             "Only features 0 to r - 1 turn; the rotate-half pairs and the frequencies theta_i "
-            "are those of a head of size r. Count positions from `offset`, and leave features "
-            "r to d_h - 1 as they are.",
+            "are those of a head of size r, and features r to d_h - 1 stay as they are. With "
+            "a (b,) offset, sequence n counts its positions from offset[n]: build a (b, t) "
+            "table of positions and broadcast it over the axes between b and t.",
         ),
         Check(
             "edges",
             1,
-            "r = d_h on five axes, r = 2, far positions in float64; x unchanged",
-            "Compute the angles in float64 so that far positions keep their digits, and return "
-            "a new tensor of x's dtype. x may have any number of axes before its last two, "
-            "(t, d_h).",
+            "r = d_h on five axes, r = 2, negative and far positions in float64, one sequence; "
+            "x and offset unchanged",
+            "A position below 0 is a rotation by a negative angle, like any other: the formula "
+            "needs no special case. Compute the angles in float64 so that far positions keep "
+            "their digits, and return a new tensor of x's dtype.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
-        for leading in ((), (int(rng.integers(1, 4)),), (2, int(rng.integers(1, 4)))):
+        for middle in ((), (int(rng.integers(1, 4)),), (2, int(rng.integers(1, 4)))):
+            b = int(rng.integers(2, 5))
             d_h = 2 * int(rng.integers(3, 9))  # 6 to 16
             r = 2 * int(rng.integers(1, d_h // 2))  # 2 to d_h - 2
-            t = int(rng.integers(2, 7))
-            x = rng.standard_normal((*leading, t, d_h)).astype(np.float32)
-            cases.append(self.case("partial", x, int(rng.integers(1, 40)), r))
-        t, d_h = int(rng.integers(2, 6)), 2 * int(rng.integers(2, 6))
+            t = int(rng.integers(3, 8))
+            x = rng.standard_normal((b, *middle, t, d_h)).astype(np.float32)
+            cases.append(self.case("partial", x, start_positions(rng, b, t), r))
+        d_h, t = 2 * int(rng.integers(3, 9)), int(rng.integers(2, 7))
+        x = rng.standard_normal((t, d_h)).astype(np.float32)  # one sequence, an int offset
+        r = 2 * int(rng.integers(1, d_h // 2))
+        cases.append(self.case("partial", x, int(rng.integers(1, 40)), r))
+        t, d_h = int(rng.integers(3, 6)), 2 * int(rng.integers(2, 6))
         x = rng.standard_normal((2, 2, 2, t, d_h)).astype(np.float32)  # (b, h_kv, g, t, d_h)
-        cases.append(self.case("edges", x, int(rng.integers(0, 20)), d_h))
+        cases.append(self.case("edges", x, start_positions(rng, 2, t), d_h))
         x = rng.standard_normal((t, d_h)).astype(np.float32)
         cases.append(self.case("edges", x, int(rng.integers(1, 20)), 2))
         d_h = 2 * int(rng.integers(4, 9))
-        x = rng.standard_normal((1, 2, t, d_h))
-        cases.append(self.case("edges", x, int(rng.integers(2000, 9000)), d_h - 2))
+        x = rng.standard_normal((2, 2, t, d_h))
+        cases.append(self.case("edges", x, start_positions(rng, 2, t, far=True), d_h - 2))
+        x = rng.standard_normal((1, t, d_h)).astype(np.float32)
+        cases.append(self.case("edges", x, start_positions(rng, 1, t), d_h - 2))
         return cases
 
     @staticmethod
-    def case(check: str, x: np.ndarray, offset: int, r: int) -> Case:
+    def case(check: str, x: np.ndarray, offset: int | np.ndarray, r: int) -> Case:
         expected = partial_rotary(x, offset, r)
         d_h = x.shape[-1]
         dtype = FLOAT[x.dtype.type]
@@ -136,6 +175,15 @@ class PartialRotary(GradedExercise):
             ),
             "positions must start at `offset`, not at 0": partial_rotary(x, 0, r),
         }
+        if isinstance(offset, np.ndarray):
+            mistakes |= {
+                "each sequence has its own start: offset[n] is for x[n]": partial_rotary(
+                    x, int(offset[0]), r
+                ),
+                "a position below 0 turns the other way; it is not left unturned": (
+                    partial_rotary(x, offset, r, clamp=True)
+                ),
+            }
 
         def judge(results: Sequence[StepResult]) -> str | None:
             got = value_of(results)
@@ -148,9 +196,18 @@ class PartialRotary(GradedExercise):
                         return reason
             if problem:
                 return problem
-            return unchanged(results[0].arguments[0], x, "x")
+            arguments = results[0].arguments
+            if isinstance(offset, np.ndarray):
+                why = unchanged(arguments[1] if len(arguments) > 1 else None, offset, "offset")
+                if why:
+                    return why
+            return unchanged(arguments[0] if arguments else None, x, "x")
 
-        shown = f"x of shape {x.shape} ({dtype}), offset = {offset}, r = {r}"
+        if isinstance(offset, np.ndarray):
+            start = f"offset = tensor({offset.tolist()})"
+        else:
+            start = f"offset = {offset}"
+        shown = f"x of shape {x.shape} ({dtype}), {start}, r = {r}"
         step = Step("rotate_half", args=(x, offset, r), arguments_after=True)
         return Case(check, Call((step,), shown), judge)
 
@@ -228,9 +285,15 @@ def softmax(scores: np.ndarray) -> np.ndarray:
     return exps / exps.sum(axis=-1, keepdims=True)
 
 
-def logits_of(module: Module, tokens: np.ndarray, off: tuple[int, int] | None = None) -> np.ndarray:
+def logits_of(
+    module: Module,
+    tokens: np.ndarray,
+    off: tuple[int, int] | None = None,
+    offset: int = 0,
+) -> np.ndarray:
     """What the TinyCausalModel computes for ``tokens`` ``(b, t)`` in evaluation mode, in
-    float64: ``(b, t, vocab)``; ``off = (layer, head)`` sets that head's context to zero."""
+    float64: ``(b, t, vocab)``; ``off = (layer, head)`` sets that head's context to zero;
+    the tokens sit at positions ``offset, offset + 1, ...``."""
     state = {key: value.astype(np.float64) for key, value in module.state.items()}
     k = module.kwargs
     b, t = tokens.shape
@@ -238,9 +301,9 @@ def logits_of(module: Module, tokens: np.ndarray, off: tuple[int, int] | None = 
     d_h = d // h
     x = state["embedding.weight"][tokens]  # (b, t, d)
     if k["positions"] == "learned":
-        x = x + state["positions.table.weight"][:t]
+        x = x + state["positions.table.weight"][offset : offset + t]
     elif k["positions"] == "sinusoidal":
-        x = x + sinusoidal(t, d)
+        x = x + sinusoidal(offset + t, d)[offset:]
     future = np.triu(np.ones((t, t), dtype=bool), 1)
     for layer in range(k["num_layers"]):
         prefix = f"blocks.{layer}.attention."
@@ -249,8 +312,8 @@ def logits_of(module: Module, tokens: np.ndarray, off: tuple[int, int] | None = 
             for role in ROLES
         )
         if k["positions"] == "rotary":
-            q = partial_rotary(q, 0, d_h, interleaved=True)
-            key = partial_rotary(key, 0, d_h, interleaved=True)
+            q = partial_rotary(q, offset, d_h, interleaved=True)
+            key = partial_rotary(key, offset, d_h, interleaved=True)
         scores = np.where(future, -np.inf, q @ key.transpose(0, 1, 3, 2) / math.sqrt(d_h))
         context = softmax(scores) @ v  # (b, h, t, d_h)
         if off is not None and off[0] == layer:
@@ -286,24 +349,29 @@ class AccuracyByPosition(GradedExercise):
     manual_points = 1
     rubric = (
         "Predicts, before measuring, that the learned table fails beyond position 31 (its rows "
-        "32 to 63 were never trained: near chance), that the sinusoidal model does better than "
-        "chance but far worse than on seen positions (its inputs there are new), and that the "
-        "rotary model keeps much of its accuracy (it sees only distances, and three back "
-        "looks the same everywhere), with a reason for each."
+        "32 to 63 were never trained: far below its 100 %), that the sinusoidal model does "
+        "better than chance but far worse than on seen positions (its inputs there are new), "
+        "and that the rotary model keeps much of its accuracy on long sequences and all of it "
+        "on the short ones moved to positions 32 to 63 (it sees only distances, and three "
+        "back looks the same everywhere), with a reason for each."
     )
     checks = (
         Check(
             "positions",
             2,
-            "the accuracy at every position, over the sequences, without the ignored targets",
-            "Compare the model's predicted tokens (the argmax of the logits) with the targets, "
-            "then average over the sequences, one column at a time, counting only the "
-            "targets that are not IGNORE_INDEX.",
+            "the accuracy at every position of sequences placed at positions offset, offset + "
+            "1, ...",
+            "The model's forward pass starts every sequence at position 0: run its steps "
+            "yourself, as the page does when it removes a path, giving the offset to the two "
+            "places where positions enter (the embedding, and the rotary layers' projection). "
+            "Then average the right predictions over the sequences, one column at a time, "
+            "counting only the targets that are not IGNORE_INDEX.",
         ),
         Check(
             "edges",
             1,
-            "columns without a scored target, a model handed over in training mode",
+            "columns without a scored target, a model handed over in training mode, the last "
+            "positions of the context",
             "A column whose targets are all IGNORE_INDEX has no accuracy: NaN. Dropout must "
             "not change a measurement: which mode should the model be in?",
         ),
@@ -311,25 +379,36 @@ class AccuracyByPosition(GradedExercise):
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
+        # Three of the four kinds: learned or sinusoidal, or both, among them.
         for positions in rng.permutation(["learned", "sinusoidal", "rotary", "none"])[:3]:
-            module = draw_model(rng, str(positions), layers=int(rng.integers(1, 3)), heads=2)
+            module = draw_model(
+                rng, str(positions), layers=int(rng.integers(1, 3)), heads=2, context=CONTEXT
+            )
             cases.append(self.case("positions", rng, module, ignored_columns=0))
-        module = draw_model(rng, "learned", heads=2)
+        module = draw_model(rng, "learned", heads=2, context=CONTEXT)
         cases.append(self.case("edges", rng, module, ignored_columns=int(rng.integers(1, 4))))
-        module = draw_model(rng, "rotary", heads=2, dropout=0.5, training=True)
+        module = draw_model(rng, "sinusoidal", heads=2, context=CONTEXT, dropout=0.5, training=True)
         cases.append(self.case("edges", rng, module, ignored_columns=0, b=40))
+        module = draw_model(rng, "learned", heads=2, context=CONTEXT)
+        cases.append(self.case("edges", rng, module, ignored_columns=0, last=True))
         return cases
 
     @staticmethod
     def case(
-        check: str, rng: np.random.Generator, module: Module, ignored_columns: int, b: int = 0
+        check: str,
+        rng: np.random.Generator,
+        module: Module,
+        ignored_columns: int,
+        b: int = 0,
+        last: bool = False,
     ) -> Case:
         b = b or int(rng.integers(6, 14))
         t = int(rng.integers(ignored_columns + 4, 11))
+        offset = CONTEXT - t if last else int(rng.integers(1, CONTEXT - t))
         vocab = module.kwargs["vocab_size"]
         while True:  # every column past the ignored ones keeps a target float32 agrees on
             tokens = rng.integers(0, vocab, size=(b, t))
-            logits = logits_of(module, tokens)
+            logits = logits_of(module, tokens, offset=offset)
             clear = clear_margin(logits)  # (b, t)
             if clear[:, ignored_columns:].any(axis=0).all():
                 break
@@ -345,9 +424,14 @@ class AccuracyByPosition(GradedExercise):
         targets = np.where(ignored, IGNORE_INDEX, targets).astype(np.int64)
         scored = targets != IGNORE_INDEX
         counted = scored.sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            expected = ((targets == predicted) & scored).sum(axis=0) / counted
-        expected = np.where(counted == 0, np.nan, expected)
+
+        def accuracies(predictions: np.ndarray) -> np.ndarray:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                right = ((targets == predictions) & scored).sum(axis=0) / counted
+            return np.where(counted == 0, np.nan, right)
+
+        expected = accuracies(predicted)
+        from_zero = accuracies(logits_of(module, tokens).argmax(axis=-1))
 
         def judge(results: Sequence[StepResult]) -> str | None:
             got = value_of(results)
@@ -358,11 +442,15 @@ class AccuracyByPosition(GradedExercise):
                 counted_wrong = ((targets == predicted) & scored).sum(axis=0) / b
                 if np.allclose(got.array, counted_wrong, atol=1e-6):
                     return "the ignored targets were counted as wrong answers"
+                if np.allclose(got.array, from_zero, atol=1e-6, equal_nan=True):
+                    return "these are the accuracies of the sequences at positions 0, 1, ..."
             return problem
 
-        shown = f"{shown_model(module)}, {b} sequences of {t} tokens"
+        shown = f"{shown_model(module)}, {b} sequences of {t} tokens, offset = {offset}"
         return Case(
-            check, call("accuracy_by_position", module, tokens, targets, shown=shown), judge
+            check,
+            call("accuracy_by_position", module, tokens, targets, offset, shown=shown),
+            judge,
         )
 
 
@@ -565,16 +653,19 @@ class PredictionChanges(GradedExercise):
 # ---- ch6-ex-why-order-blind --------------------------------------------------------------------
 
 
-def windowed_bound(inputs: np.ndarray, vocab: int, k: int, window: int) -> np.ndarray:
+def windowed_bound(
+    inputs: np.ndarray, vocab: int, k: int, window: int, *, shift: int = 0, size: int = 0
+) -> np.ndarray:
     """At each position ``i = k .. t - 1``, the best order-blind guess's chance of being right
     when it sees tokens ``max(0, i - window) .. i - 1``, averaged over the sequences (the
-    reference, one position at a time)."""
+    reference, one position at a time). ``shift`` moves the window by that many tokens, and
+    ``size`` divides by it instead of the window's size (mistakes to recognise)."""
     t = inputs.shape[1]
     out = np.empty(t - k)
     for i in range(k, t):
-        seen = inputs[:, max(0, i - window) : i]  # (b, n)
+        seen = inputs[:, max(0, i + shift - window) : i + shift]  # (b, n)
         counts = np.stack([(seen == v).sum(axis=1) for v in range(vocab)], axis=1)
-        out[i - k] = (counts.max(axis=1) / seen.shape[1]).mean()
+        out[i - k] = (counts.max(axis=1) / (size or seen.shape[1])).mean()
     return out
 
 
@@ -592,18 +683,20 @@ class WindowedBound(GradedExercise):
         Check(
             "window",
             2,
-            "the bound at every position for a reader that sees a window of earlier tokens",
+            "the bound at every position for a reader that sees a window of earlier tokens, "
+            "from the cumulative counts",
             "At position i the reader knows only the bag of the tokens in its window, the "
-            "min(i, window) before i: count each token there (a cumulative count, minus the "
-            "count before the window), guess the most frequent, and average count / size over "
-            "the sequences.",
+            "min(i, window) before i. Two rows of the cumulative counts tell how often each "
+            "token occurs between them: guess the most frequent, and average count / size "
+            "over the sequences.",
         ),
         Check(
             "edges",
             1,
             "a window as long as the sequence, a window of k tokens, one sequence",
             "A window of t tokens or more sees every earlier token; one of k tokens sees "
-            "exactly k at every scored position. Return a float tensor of t - k numbers.",
+            "exactly k at every scored position. Row i of the counts counts the tokens before "
+            "i, not token i itself. Return a float tensor of t - k numbers.",
         ),
     )
 
@@ -626,24 +719,39 @@ class WindowedBound(GradedExercise):
         vocab = int(rng.integers(2, 7))
         weights = rng.uniform(0.2, 1.2, size=vocab)  # tokens not equally frequent
         inputs = rng.choice(vocab, size=(b, t), p=weights / weights.sum()).astype(np.int64)
+        # Row i counts each token among tokens 0 .. i - 1: (b, t + 1, vocab).
+        counts = np.zeros((b, t + 1, vocab), dtype=np.int64)
+        counts[:, 1:] = np.cumsum(inputs[..., None] == np.arange(vocab), axis=1)
         expected = windowed_bound(inputs, vocab, k, window)
-        everything = windowed_bound(inputs, vocab, k, t)
+        mistakes = {
+            "this is the bound of a reader that sees every earlier token": windowed_bound(
+                inputs, vocab, k, t
+            ),
+            "the window takes in token i itself: row i of the counts counts the tokens "
+            "before i": windowed_bound(inputs, vocab, k, window, shift=1),
+            "before the window is full, the reader sees only the i tokens before i, not "
+            "`window` of them": windowed_bound(inputs, vocab, k, window, size=window),
+        }
 
         def judge(results: Sequence[StepResult]) -> str | None:
             got = value_of(results)
             problem = problem_with_tensor(got, expected, atol=1e-6, what="the bounds")
-            if (
-                problem
-                and isinstance(got, Tensor)
-                and got.shape == expected.shape
-                and not np.allclose(expected, everything)
-                and np.allclose(got.array, everything, atol=1e-6)
-            ):
-                return "this is the bound of a reader that sees every earlier token"
-            return problem
+            if problem and isinstance(got, Tensor) and got.shape == expected.shape:
+                for reason, wrong in mistakes.items():
+                    if not np.allclose(expected, wrong) and np.allclose(
+                        got.array, wrong, atol=1e-6
+                    ):
+                        return reason
+            if problem:
+                return problem
+            return unchanged(results[0].arguments[0], counts, "counts")
 
-        shown = f"{b} sequences of {t} tokens, vocab_size = {vocab}, k = {k}, window = {window}"
-        return Case(check, call("bound_by_position", inputs, vocab, k, window, shown=shown), judge)
+        shown = (
+            f"counts of {b} sequences of {t} tokens, (b, t + 1, vocab) = {counts.shape}, "
+            f"k = {k}, window = {window}"
+        )
+        step = Step("bound_by_position", args=(counts, k, window), arguments_after=True)
+        return Case(check, Call((step,), shown), judge)
 
 
 EXERCISES = [PartialRotary, AccuracyByPosition, HeadSwitchedOff, PredictionChanges, WindowedBound]

@@ -24,10 +24,13 @@ AUTO = [
 ]
 
 CORRECT = """
+import functools
 import math
 import torch
 
 def rotate_half(x, offset, r):
+    if torch.is_tensor(offset):  # one start per sequence: each sequence on its own
+        return torch.stack([rotate_half(x[n], int(start), r) for n, start in enumerate(offset)])
     out = x.clone()
     half = r // 2
     for row in range(x.shape[-2]):
@@ -38,10 +41,20 @@ def rotate_half(x, offset, r):
             out[..., row, i + half] = a * math.sin(angle) + b * math.cos(angle)
     return out
 
-def accuracy_by_position(model, inputs, targets):
+def accuracy_by_position(model, inputs, targets, offset):
+    # The model's own forward pass, with its two position steps told the offset.
     model.eval()
-    with torch.no_grad():
-        predictions = model(inputs).argmax(dim=-1)
+    model.embed = functools.partial(type(model).embed, model, offset=offset)
+    rotary = [b.attention for b in model.blocks if hasattr(b.attention, "rope")]
+    for attention in rotary:
+        attention.project = functools.partial(type(attention).project, attention, offset=offset)
+    try:
+        with torch.no_grad():
+            predictions = model(inputs).argmax(dim=-1)
+    finally:
+        del model.embed
+        for attention in rotary:
+            del attention.project
     scored = targets != -100
     right = ((predictions == targets) & scored).sum(dim=0).double()
     return right / scored.sum(dim=0)  # 0 / 0 is NaN
@@ -68,13 +81,13 @@ def prediction_changes(model, tokens, order):
         after = model(tokens[order][None])[0].argmax(dim=-1)
     return before != after
 
-def bound_by_position(inputs, vocab_size, k, window):
-    b, t = inputs.shape
+def bound_by_position(counts, k, window):
+    t = counts.shape[1] - 1
     bounds = []
     for i in range(k, t):
-        seen = inputs[:, max(0, i - window) : i]
-        counts = torch.stack([(seen == v).sum(dim=1) for v in range(vocab_size)], dim=1)
-        bounds.append((counts.max(dim=1).values / seen.shape[1]).double().mean())
+        start = max(0, i - window)
+        bag = counts[:, i] - counts[:, start]  # (b, vocab): the tokens start .. i - 1
+        bounds.append((bag.max(dim=1).values / (i - start)).double().mean())
     return torch.stack(bounds)
 """
 
@@ -137,43 +150,119 @@ from attention_from_scratch import RotaryEmbedding
 def rotate_half(x, offset, r):
     return RotaryEmbedding(x.shape[-1], interleaved=False).to(x.dtype)(x, offset)
 """,
-    # The package's rotation of the first r features: a head of four axes at most.
+    # A lazy-student read's answer: the package's rotation of the first r features, on any
+    # number of axes, with one int offset.
     ("ch6-ex-rotate-half", "RotaryEmbedding on the first r features"): """
 import torch
-from attention_from_scratch import RotaryEmbedding
+from attention_from_scratch.positions import RotaryEmbedding
 def rotate_half(x, offset, r):
-    rope = RotaryEmbedding(r, interleaved=False).to(x.dtype)
-    return torch.cat([rope(x[..., :r], offset), x[..., r:]], dim=-1)
+    t, d = x.shape[-2:]
+    flat = x.reshape(-1, t, d)
+    rope = RotaryEmbedding(r, interleaved=False).to(x.device)
+    turned = rope(flat[..., :r], offset=int(offset))
+    return torch.cat([turned, flat[..., r:]], dim=-1).reshape(x.shape).to(x.dtype)
+""",
+    # The same, called once per sequence with that sequence's start.
+    ("ch6-ex-rotate-half", "RotaryEmbedding on each sequence"): """
+import torch
+from attention_from_scratch.positions import RotaryEmbedding
+def one(x, offset, r):
+    t, d = x.shape[-2:]
+    flat = x.reshape(-1, t, d)
+    turned = RotaryEmbedding(r, interleaved=False)(flat[..., :r], offset=offset)
+    return torch.cat([turned, flat[..., r:]], dim=-1).reshape(x.shape).to(x.dtype)
+def rotate_half(x, offset, r):
+    if torch.is_tensor(offset):
+        return torch.stack([one(x[n], int(start), r) for n, start in enumerate(offset)])
+    return one(x, offset, r)
+""",
+    # The same, with the padding before position 0 left unturned.
+    ("ch6-ex-rotate-half", "RotaryEmbedding on each sequence, pads unturned"): """
+import torch
+from attention_from_scratch.positions import RotaryEmbedding
+def one(x, offset, r):
+    t, d = x.shape[-2:]
+    flat = x.reshape(-1, t, d)
+    pads = max(0, -offset)
+    turned = RotaryEmbedding(r, interleaved=False)(flat[..., pads:, :r], max(0, offset))
+    turned = torch.cat([flat[..., :pads, :r], turned], dim=-2)
+    return torch.cat([turned, flat[..., r:]], dim=-1).reshape(x.shape).to(x.dtype)
+def rotate_half(x, offset, r):
+    if torch.is_tensor(offset):
+        return torch.stack([one(x[n], int(start), r) for n, start in enumerate(offset)])
+    return one(x, offset, r)
 """,
     # The page's rotate on the first r features: the interleaved pairs.
     ("ch6-ex-rotate-half", "the page's rotate on the first r features"): PAGE_ROTATE
     + """
 def rotate_half(x, offset, r):
+    if torch.is_tensor(offset):
+        return torch.stack([rotate_half(x[n], int(start), r) for n, start in enumerate(offset)])
     return torch.cat([rotate(x[..., :r], offset), x[..., r:]], dim=-1)
 """,
-    # The right pairs with the frequencies of the whole head.
+    # The right pairs and positions with the frequencies of the whole head.
     ("ch6-ex-rotate-half", "theta over d_h"): """
 import torch
 def rotate_half(x, offset, r):
-    d_h, half = x.shape[-1], r // 2
-    p = torch.arange(offset, offset + x.shape[-2], dtype=torch.float64)
-    angles = torch.outer(p, 10000 ** (-torch.arange(0, r, 2, dtype=torch.float64) / d_h))
+    d_h, half, t = x.shape[-1], r // 2, x.shape[-2]
+    p = torch.as_tensor(offset, dtype=torch.float64)[..., None] + torch.arange(t)
+    if p.ndim == 2:
+        p = p.view(len(p), *[1] * (x.ndim - 3), t)
+    angles = p[..., None] * 10000 ** (-torch.arange(0, r, 2, dtype=torch.float64) / d_h)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     a, b = x[..., :half], x[..., half:r]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos, x[..., r:]], dim=-1)
+""",
+    # One start for the whole batch.
+    ("ch6-ex-rotate-half", "the first sequence's start for all"): """
+import torch
+def rotate_half(x, offset, r):
+    start = int(offset[0]) if torch.is_tensor(offset) else offset
+    p = torch.arange(start, start + x.shape[-2], dtype=torch.float64)
+    angles = torch.outer(p, 10000 ** (-torch.arange(0, r, 2, dtype=torch.float64) / r))
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., : r // 2], x[..., r // 2 : r]
     return torch.cat([a * cos - b * sin, a * sin + b * cos, x[..., r:]], dim=-1)
 """,
     # The package's accuracy: one number.
     ("ch6-ex-extrapolate", "evaluate"): """
 from attention_from_scratch import evaluate
-def accuracy_by_position(model, inputs, targets):
+def accuracy_by_position(model, inputs, targets, offset):
     return evaluate(model, inputs, targets)
+""",
+    # A lazy-student read's answer: the page's held_out_accuracy summed per column, here
+    # given the offset it ignores.
+    ("ch6-ex-extrapolate", "the page's accuracy per column"): """
+import torch
+from attention_from_scratch.tasks import IGNORE_INDEX
+@torch.no_grad()
+def accuracy_by_position(model, inputs, targets, offset=0):
+    model.eval()
+    predictions = model(inputs).argmax(dim=-1)
+    scored = targets != IGNORE_INDEX
+    correct = (predictions == targets) & scored
+    return correct.sum(0).double() / scored.sum(0).double()
+""",
+    # `offset` tokens put in front, then cut off: the sequences see them.
+    ("ch6-ex-extrapolate", "a prefix of offset tokens"): """
+import torch
+@torch.no_grad()
+def accuracy_by_position(model, inputs, targets, offset):
+    model.eval()
+    prefix = torch.zeros(inputs.shape[0], offset, dtype=inputs.dtype)
+    predictions = model(torch.cat([prefix, inputs], dim=1))[:, offset:].argmax(dim=-1)
+    scored = targets != -100
+    return ((predictions == targets) & scored).sum(0).double() / scored.sum(0)
 """,
     # Every target counted, the ignored ones as wrong answers, and no eval().
     ("ch6-ex-extrapolate", "ignored targets counted, dropout on"): """
 import torch
-def accuracy_by_position(model, inputs, targets):
+def accuracy_by_position(model, inputs, targets, offset):
     with torch.no_grad():
-        return (model(inputs).argmax(dim=-1) == targets).float().mean(dim=0)
+        x = model.embed(inputs, offset)
+        for block in model.blocks:
+            x, _ = block(x)
+        return (model.head(x).argmax(dim=-1) == targets).float().mean(dim=0)
 """,
     # The page's ablation: the whole attention output of the layer set to zero.
     ("ch6-ex-ablate-induction", "the page's zeroed layer"): """
@@ -218,18 +307,38 @@ def prediction_changes(model, tokens, order):
         logits = model(torch.stack([tokens, moved]))
     return logits[0].argmax(-1) != logits[1].argmax(-1)
 """,
+    # A lazy-student read's answer: a slice of the tokens per position, counted; there are
+    # no tokens, only their counts.
+    ("ch6-ex-why-order-blind", "a slice of the tokens per position"): """
+import torch
+import torch.nn.functional as F
+def bound_by_position(inputs, k, window, vocab_size=16):
+    out = []
+    for i in range(k, inputs.shape[1]):
+        seen = inputs[:, max(0, i - window):i]
+        counts = F.one_hot(seen, vocab_size).sum(dim=1)
+        out.append(counts.max(dim=-1).values.double().mean() / seen.shape[1])
+    return torch.stack(out)
+""",
     # The page's bound at every position, whatever the window.
     ("ch6-ex-why-order-blind", "the page's bound"): """
 import torch
-import torch.nn.functional as F
-def bound_by_position(inputs, vocab_size, k, window):
-    counts = F.one_hot(inputs, vocab_size).cumsum(dim=1)
-    best = counts[:, k - 1 : -1].max(dim=-1).values
-    return (best / torch.arange(k, inputs.shape[1])).mean(dim=0)
+def bound_by_position(counts, k, window):
+    best = counts[:, k:-1].max(dim=-1).values
+    return (best / torch.arange(k, counts.shape[1] - 1)).mean(dim=0)
+""",
+    # The window one token late: it takes in the token at i.
+    ("ch6-ex-why-order-blind", "token i in the window"): """
+import torch
+def bound_by_position(counts, k, window):
+    i = torch.arange(k, counts.shape[1] - 1) + 1
+    start = (i - window).clamp(min=0)
+    best = (counts[:, i] - counts[:, start]).max(dim=-1).values
+    return (best / (i - start)).mean(dim=0)
 """,
     # The page's overall bound: one number.
     ("ch6-ex-why-order-blind", "one number"): """
-def bound_by_position(inputs, vocab_size, k, window):
+def bound_by_position(counts, k, window):
     return 0.21
 """,
 }
@@ -248,6 +357,22 @@ def test_the_mistakes_are_named() -> None:
     assert "interleaved convention" in failures(grade("ch6-ex-rotate-half", page))
     whole = LAZY[("ch6-ex-rotate-half", "RotaryEmbedding on every feature")]
     assert grade("ch6-ex-rotate-half", whole).earned == 0
+    for name, reason in [
+        ("the first sequence's start for all", "its own start"),
+        ("RotaryEmbedding on each sequence, pads unturned", "not left unturned"),
+        ("RotaryEmbedding on each sequence", "expected an int >= 0"),
+    ]:
+        score = grade("ch6-ex-rotate-half", LAZY[("ch6-ex-rotate-half", name)])
+        assert score.earned == 0 and reason in failures(score), failures(score)
+    lazy = LAZY[("ch6-ex-rotate-half", "RotaryEmbedding on the first r features")]
+    assert grade("ch6-ex-rotate-half", lazy).earned == 0
+    lazy = LAZY[("ch6-ex-extrapolate", "the page's accuracy per column")]
+    score = grade("ch6-ex-extrapolate", lazy)
+    assert score.earned == 0 and "positions 0, 1, ..." in failures(score), failures(score)
+    lazy = LAZY[("ch6-ex-why-order-blind", "a slice of the tokens per position")]
+    assert grade("ch6-ex-why-order-blind", lazy).earned == 0
+    late = LAZY[("ch6-ex-why-order-blind", "token i in the window")]
+    assert "token i itself" in failures(grade("ch6-ex-why-order-blind", late))
     inverse = LAZY[("ch6-ex-causal-bag", "the inverse order")]
     reasons = "; ".join(failures(grade("ch6-ex-causal-bag", inverse, seed=s)) for s in range(3))
     assert "tokens[order]" in reasons
@@ -268,7 +393,10 @@ def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     exec(LAZY[("ch6-ex-rotate-half", "theta over d_h")], namespace)
     result = run_checks("ch6-ex-rotate-half", namespace)
     failed = [c for c in result.checks if not c.passed]
-    assert [c.name for c in failed] == ["four_of_six_features_from_position_3"]
+    assert [c.name for c in failed] == [
+        "four_of_six_features_from_position_3",
+        "a_left_padded_batch",
+    ]
     assert "head of size r" in failed[0].hint
     exec(LAZY[("ch6-ex-extrapolate", "evaluate")], namespace)
     result = run_checks("ch6-ex-extrapolate", namespace)

@@ -2,9 +2,10 @@
 
 Each check tries the learner's answer on the page's example (a head of ones, the page's
 models and held-out sequences, two short sequences of token ids) and compares it with numbers
-written out here or with a property every right answer has: a model without positions cannot
-change its prediction where it sees the same bag of tokens, a window of one token is always
-right. Grading is not done here: see :mod:`._core`.
+written out here or with a property every right answer has: position 0 turns nothing, a model
+without positions cannot change its prediction where it sees the same bag of tokens or when
+the sequences move, a window of one token is always right. Grading is not done here: see
+:mod:`._core`.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def four_of_six_features_from_position_3(rotate_half):
 
 
 @rotate_half.check(
-    hint="With r = d_h every feature turns: the rotation is RotaryEmbedding(d_h, "
-    "interleaved=False). Read t and d_h from the last two axes, and keep the dtype of x."
+    hint="With r = d_h every feature turns, in the rotate-half convention of the page. Read t "
+    "and d_h from the last two axes, and keep the dtype of x."
 )
 def all_features_of_a_float64_batch(rotate_half):
     """r = d_h = 8 on a (2, 5, 8) float64 batch from position 7 is RotaryEmbedding's"""
@@ -61,6 +62,25 @@ def all_features_of_a_float64_batch(rotate_half):
     assert got.dtype == torch.float64, f"expected float64 like x, got {got.dtype}"
     expected = RotaryEmbedding(8, interleaved=False)(x, offset=7)
     assert torch.allclose(answer_tensor(got, (2, 5, 8)), expected, atol=1e-9)
+
+
+@rotate_half.check(
+    hint="With a (b,) offset, sequence n counts its positions from offset[n], whatever the "
+    "others do: a table of positions, one row per sequence. A position below 0 is a "
+    "rotation by a negative angle; position 0 turns nothing."
+)
+def a_left_padded_batch(rotate_half):
+    """two sequences of three vectors of six ones from positions 3 and -2 (two pads), r = 4"""
+    x = torch.ones(2, 3, 6)  # (b, t, d_h)
+    offset = torch.tensor([3, -2])
+    got = answer_tensor(rotate_half(x, offset, 4), (2, 3, 6))
+    assert torch.equal(offset, torch.tensor([3, -2])), "the call changed `offset`"
+    alone = answer_tensor(rotate_half(x[0], 3, 4), (3, 6))
+    assert torch.allclose(got[0], alone, atol=1e-6), "sequence 0 is not as from position 3"
+    assert torch.allclose(got[1, 2], x[1, 2]), f"position 0 turns nothing, got {got[1, 2]}"
+    # Position -1: (cos + sin, cos - sin) of 1 and of 0.01.
+    expected = torch.tensor([1.3818, 1.00995, -0.3012, 0.98995, 1.0, 1.0])
+    assert torch.allclose(got[1, 1], expected, atol=1e-4), f"position -1: got {got[1, 1]}"
 
 
 extrapolate = Exercise("ch6-ex-extrapolate", chapter=6)
@@ -73,7 +93,8 @@ extrapolate = Exercise("ch6-ex-extrapolate", chapter=6)
 def the_held_out_set_position_by_position(accuracy_by_position, k_models, x_test, y_test):
     """the model without positions on the held-out set: NaN at 0 to 2, evaluate's mean"""
     model = _page_model(k_models, "none")
-    got = answer_tensor(accuracy_by_position(model, x_test, y_test), (x_test.shape[1],)).double()
+    got = answer_tensor(accuracy_by_position(model, x_test, y_test, 0), (x_test.shape[1],))
+    got = got.double()
     assert got[:3].isnan().all(), f"positions 0 to 2 have no target: got {got[:3].tolist()}"
     assert not got[3:].isnan().any(), "every position from 3 on has targets"
     # Every position from 3 on has as many targets: their mean is the overall accuracy.
@@ -96,10 +117,29 @@ def right_at_even_positions_wrong_at_odd_ones(accuracy_by_position, k_models, x_
     targets = (predicted + 1) % model.vocab_size  # wrong everywhere
     targets[:, 0::2] = predicted[:, 0::2]  # right at even positions
     targets[:, 0] = IGNORE_INDEX
-    got = answer_tensor(accuracy_by_position(model, inputs, targets), (inputs.shape[1],))
+    got = answer_tensor(accuracy_by_position(model, inputs, targets, 0), (inputs.shape[1],))
     expected = torch.tensor([1.0, 0.0]).repeat(inputs.shape[1] // 2)
     expected[0] = math.nan
     assert torch.allclose(got.double(), expected.double(), equal_nan=True), f"got {got.tolist()}"
+
+
+@extrapolate.check(
+    hint="The model's own forward pass puts the first token at position 0: run its steps "
+    "yourself and give the offset to where positions enter. A model without positions "
+    "cannot tell where the sequences sit."
+)
+def moved_to_positions_32_to_63(accuracy_by_position, k_models, x_test):
+    """the held-out set moved to positions 32 to 63: only the learned model's answers change"""
+    inputs = x_test[:50]
+    for name in ("learned", "none"):
+        model = _page_model(k_models, name)
+        with torch.no_grad():
+            targets = model(inputs.to(_device(model))).argmax(dim=-1).cpu()  # (50, t)
+        got = answer_tensor(accuracy_by_position(model, inputs, targets, 32), (inputs.shape[1],))
+        if name == "learned":
+            assert (got < 1).any(), "the learned model predicts as at positions 0 to 31"
+        else:  # up to a near tie
+            assert float(got.mean()) > 0.99, f"without positions, moving changes nothing: {got}"
 
 
 ablate_induction = Exercise("ch6-ex-ablate-induction", chapter=6)
@@ -187,19 +227,26 @@ why_order_blind = Exercise("ch6-ex-why-order-blind", chapter=6)
 _TWO_ROWS = [[0, 1, 0, 2, 0, 1], [2, 2, 1, 0, 0, 0]]
 
 
+def _counts(inputs: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Row i counts each token among tokens 0 to i - 1: ``(b, t + 1, vocab)``."""
+    counts = torch.nn.functional.one_hot(inputs, vocab_size).cumsum(dim=1)  # (b, t, vocab)
+    return torch.nn.functional.pad(counts, (0, 0, 1, 0))  # a row of zeros in front
+
+
 @why_order_blind.check(
     hint="At position i the reader knows only how often each token occurs among the "
-    "min(i, window) tokens before i: its best guess is the most frequent, right with "
-    "probability count / size. Average over the sequences."
+    "min(i, window) tokens before i, which two rows of the counts tell: its best guess is "
+    "the most frequent, right with probability count / size. Average over the sequences."
 )
 def two_short_sequences(bound_by_position):
     """two sequences of 6 tokens, k = 1: windows of 2 tokens and of all earlier tokens"""
-    inputs = torch.tensor(_TWO_ROWS)
+    counts = _counts(torch.tensor(_TWO_ROWS), 3)
     for window, expected in ((2, [1, 0.75, 0.5, 0.5, 0.75]), (6, [1, 0.75, 2 / 3, 0.5, 0.5])):
-        got = answer_tensor(bound_by_position(inputs, 3, 1, window), (5,))
+        got = answer_tensor(bound_by_position(counts, 1, window), (5,))
         assert torch.allclose(got.double(), torch.tensor(expected, dtype=torch.float64)), (
             f"window {window}: got {got.tolist()}"
         )
+    assert torch.equal(counts, _counts(torch.tensor(_TWO_ROWS), 3)), "the call changed counts"
 
 
 @why_order_blind.check(
@@ -208,5 +255,5 @@ def two_short_sequences(bound_by_position):
 )
 def a_window_of_one_token(bound_by_position, x_test):
     """a window of 1 token with k = 1 on the held-out set: 1 at every position"""
-    got = answer_tensor(bound_by_position(x_test, 16, 1, 1), (x_test.shape[1] - 1,))
+    got = answer_tensor(bound_by_position(_counts(x_test, 16), 1, 1), (x_test.shape[1] - 1,))
     assert torch.allclose(got.double(), torch.ones(x_test.shape[1] - 1, dtype=torch.float64))
