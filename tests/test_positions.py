@@ -17,6 +17,7 @@ from attention_from_scratch import (
     LearnedPositions,
     MultiHeadAttention,
     RotaryEmbedding,
+    RotaryGroupedQueryAttention,
     RotaryMultiHeadAttention,
     SinusoidalPositions,
     TinyCausalModel,
@@ -319,8 +320,9 @@ def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> No
     assert logits.shape == (1, 6, 10) and [w.shape for w in weights] == [(1, 1, 6, 6)] * 2
     # The same token at positions 0 and 3 gets different outputs: positions reach the model.
     assert not torch.allclose(logits[0, 0], logits[0, 3], atol=1e-4)
-    with pytest.raises(ValueError, match="positions: expected 'none', 'learned' or"):
-        CachedCausalModel(10, d_model=8, context_length=6, positions="rotary")
+    # Chapter 7's model combines rotary positions with its cache and grouped heads.
+    cached = CachedCausalModel(10, d_model=8, context_length=6, positions="rotary")
+    assert all(isinstance(block.attention, RotaryGroupedQueryAttention) for block in cached.blocks)
 
 
 # What the pages say about the code they display: every name a walkthrough quotes in
