@@ -1,4 +1,4 @@
-"""The one place attention is computed: `attention` (chapter 3) and `attend` (chapter 4).
+"""The one place attention is computed: `attention` (chapter 3) and `head_attention` (chapter 4).
 
 Expectations come from first principles: small inputs whose weights can be worked out by
 hand, loops over heads and groups, and `torch.nn.functional.scaled_dot_product_attention`.
@@ -17,8 +17,8 @@ from attention_from_scratch import (
     CrossAttention,
     MultiHeadAttention,
     WideMultiHeadAttention,
-    attend,
     attention,
+    head_attention,
 )
 from attention_from_scratch import causal as causal_module
 from attention_from_scratch import multihead as multihead_module
@@ -73,7 +73,7 @@ def test_a_row_with_every_key_hidden_gets_zeros_not_nan() -> None:
     assert torch.isfinite(weights).all()
     context.sum().backward()
     assert q.grad is not None and torch.isfinite(q.grad).all()
-    fused, _ = attend(q.detach(), k, v, hidden, fused=True)
+    fused, _ = head_attention(q.detach(), k, v, hidden, fused=True)
     torch.testing.assert_close(fused, context.detach())
 
 
@@ -104,26 +104,26 @@ def test_a_mask_broadcasts_to_b_h_t_s(mask_shape: tuple[int, ...]) -> None:
 def test_fused_equals_explicit() -> None:
     q, k, v = randn(2, 3, 6, 8, seed=1), randn(2, 3, 6, 8, seed=2), randn(2, 3, 6, 8, seed=3)
     for is_causal in (False, True):
-        explicit, weights = attend(q, k, v, is_causal=is_causal)
-        fused, none = attend(q, k, v, is_causal=is_causal, fused=True)
+        explicit, weights = head_attention(q, k, v, is_causal=is_causal)
+        fused, none = head_attention(q, k, v, is_causal=is_causal, fused=True)
         expected = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
         assert none is None and weights is not None
         torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=1e-5)
     padding = torch.tensor([False, False, True, False, True, False])
-    explicit, _ = attend(q, k, v, padding)
-    fused, _ = attend(q, k, v, padding, fused=True)
+    explicit, _ = head_attention(q, k, v, padding)
+    fused, _ = head_attention(q, k, v, padding, fused=True)
     torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=1e-5)
 
 
 def test_is_causal_aligns_query_i_with_key_i() -> None:
     # scaled_dot_product_attention's convention for t != s: query i sees keys 0, ..., i.
     q, k, v = randn(1, 3, 4, seed=1), randn(1, 5, 4, seed=2), randn(1, 5, 4, seed=3)
-    _, weights = attend(q, k, v, is_causal=True)
+    _, weights = head_attention(q, k, v, is_causal=True)
     visible = weights[0] > 0
     assert visible.tolist() == [[j <= i for j in range(5)] for i in range(3)]
-    fused, _ = attend(q, k, v, is_causal=True, fused=True)
-    explicit, _ = attend(q, k, v, is_causal=True)
+    fused, _ = head_attention(q, k, v, is_causal=True, fused=True)
+    explicit, _ = head_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=1e-5)
 
 
@@ -161,22 +161,22 @@ def test_dropout_zero_is_deterministic_and_dropout_drops() -> None:
 def test_bad_input_is_refused_with_its_name(
     args: tuple[object, ...], kwargs: dict[str, object], error: type[Exception], named: str
 ) -> None:
-    for fn in (attention, attend):
+    for fn in (attention, head_attention):
         extra = {key: value for key, value in kwargs.items() if fn is attention or key != "scale"}
-        if fn is attend and "scale" in kwargs:
+        if fn is head_attention and "scale" in kwargs:
             continue
         with pytest.raises(error, match=rf"^{named}: expected"):
             fn(*args, **extra)
 
 
-def test_attend_refuses_a_mask_with_is_causal_and_non_bool_flags() -> None:
+def test_head_attention_refuses_a_mask_with_is_causal_and_non_bool_flags() -> None:
     q = torch.ones(1, 2, 2)
     with pytest.raises(ValueError, match=r"^mask: expected None with is_causal=True"):
-        attend(q, q, q, torch.zeros(2, 2, dtype=torch.bool), is_causal=True)
+        head_attention(q, q, q, torch.zeros(2, 2, dtype=torch.bool), is_causal=True)
     with pytest.raises(TypeError, match=r"^fused: expected a bool"):
-        attend(q, q, q, fused=1)
+        head_attention(q, q, q, fused=1)
     with pytest.raises(TypeError, match=r"^is_causal: expected a bool"):
-        attend(q, q, q, is_causal="yes")
+        head_attention(q, q, q, is_causal="yes")
 
 
 def test_every_attention_class_calls_the_one_function(monkeypatch: pytest.MonkeyPatch) -> None:

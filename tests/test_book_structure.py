@@ -209,7 +209,7 @@ SHOWN = {
         "split_heads",
         "merge_heads",
         "MultiHeadAttention",
-        "attend",
+        "head_attention",
         "WideMultiHeadAttention",
     ],
     "05_tensor_layout": ["Layout", "describe_layout", "shares_storage"],

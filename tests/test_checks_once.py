@@ -31,17 +31,17 @@ def test_multihead_forward_checks_the_attention_inputs_once(fused: bool) -> None
 def test_attend_still_refuses_bad_input_on_both_paths(fused: bool) -> None:
     q = torch.randn(1, 2, 4, 3)
     with pytest.raises(TypeError, match="queries"):
-        afs.attend([[1.0]], q, q, is_causal=True, fused=fused)
+        afs.head_attention([[1.0]], q, q, is_causal=True, fused=fused)
     with pytest.raises(ValueError, match="keys"):
-        afs.attend(q, torch.randn(1, 2, 4, 5), q, is_causal=True, fused=fused)
+        afs.head_attention(q, torch.randn(1, 2, 4, 5), q, is_causal=True, fused=fused)
     with pytest.raises(ValueError, match="queries"):
-        afs.attend(torch.randn(3), q, q, is_causal=True, fused=fused)
+        afs.head_attention(torch.randn(3), q, q, is_causal=True, fused=fused)
 
 
 def test_explicit_causal_path_hides_the_future() -> None:
     torch.manual_seed(0)
     q, k, v = torch.randn(3, 1, 2, 4, 3).unbind(0)
-    _, weights = afs.attend(q, k, v, is_causal=True)
+    _, weights = afs.head_attention(q, k, v, is_causal=True)
     above = torch.ones(4, 4, dtype=torch.bool).triu(1)
     assert (weights[..., above] == 0).all()
     assert torch.allclose(weights.sum(-1), torch.ones(1, 2, 4))

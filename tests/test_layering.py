@@ -141,15 +141,24 @@ def test_later_chapters_replace_a_step_of_chapter_4s_attention_not_its_forward()
         CachedAttention,
         GroupedQueryAttention,
         MultiHeadAttention,
+        RotaryGroupedQueryAttention,
         RotaryMultiHeadAttention,
     )
 
     # Chapter 6 changes only the projection step. Chapter 7's CachedAttention builds masks
-    # and uses the cache in its forward and extends both steps; GroupedQueryAttention then
-    # changes the layers and the explicit attention step, nothing else.
+    # and uses the cache in its forward and its attention step, and projects as chapter 4
+    # does; GroupedQueryAttention changes only the size of the key and value layers; their
+    # rotary combination writes nothing of its own.
     assert "project" in vars(RotaryMultiHeadAttention)
     assert RotaryMultiHeadAttention.forward is MultiHeadAttention.forward
     assert RotaryMultiHeadAttention.attend is MultiHeadAttention.attend
-    assert {"forward", "project", "attend"} <= set(vars(CachedAttention))
-    assert GroupedQueryAttention.forward is CachedAttention.forward
-    assert GroupedQueryAttention.project is CachedAttention.project
+    assert {"forward", "attend"} <= set(vars(CachedAttention))
+    assert CachedAttention.project is MultiHeadAttention.project
+    overridden = {
+        name for name in vars(GroupedQueryAttention) if callable(vars(GroupedQueryAttention)[name])
+    }
+    assert overridden <= {"__init__", "key_value_size", "extra_repr"}, overridden
+    own = {name for name in vars(RotaryGroupedQueryAttention) if not name.startswith("__")}
+    assert own == set(), own
+    assert RotaryGroupedQueryAttention.project is RotaryMultiHeadAttention.project
+    assert RotaryGroupedQueryAttention.forward is CachedAttention.forward

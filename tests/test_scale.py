@@ -7,11 +7,7 @@ outputs and gradients; misuse raises a clear error; the memory claims are measur
 
 from __future__ import annotations
 
-import builtins
 import copy
-import json
-import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -990,92 +986,3 @@ def test_new_queries_after_cached_keys_see_the_keys_up_to_their_own_position(
     module.fused = True
     fused, _ = module.attend(q, k, v, module.hidden_keys(4, 3)[0])
     torch.testing.assert_close(fused, explicit, **TOL)
-
-
-# What chapter 7 says about the code it shows, read from the page itself: every name a
-# walkthrough quotes in backticks (`hidden_keys`, `super().attend`) is something the shown
-# source uses or defines, or a name the reader knows from elsewhere (Python, torch, the
-# package, the page's own code); every expression it quotes from the code (`s = past + t`,
-# `self.mask[past:s, :s]`, `hidden & ~empty`) is in the shown source. So a change of the
-# package that removes a line the page walks through fails here.
-PAGE = Path(__file__).resolve().parents[1] / "book" / "07_attention_at_scale.ipynb"
-KNOWN_ELSEWHERE = (builtins, torch, torch.nn, F, afs)
-
-
-def walkthroughs() -> list[tuple[object, str, set[str]]]:
-    """Each object the page shows, the markdown cell after it (up to a heading), and the
-    names the page's own code cells define."""
-    cells = json.loads(PAGE.read_text(encoding="utf-8"))["cells"]
-    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    pattern = re.compile(r"^\s*(?:def|class) (\w+)|^\s*(\w+) =", re.MULTILINE)
-    defined = {name for pair in pattern.findall(code) for name in pair if name}
-    found = []
-    for index, cell in enumerate(cells):
-        source = "".join(cell["source"])
-        shown = re.fullmatch(r"show_source\((\w+), docstrings=False\)\s*", source)
-        if cell["cell_type"] != "code" or shown is None:
-            continue
-        after = cells[index + 1]
-        text = "".join(after["source"]) if after["cell_type"] == "markdown" else ""
-        found.append((getattr(afs, shown.group(1)), text.split("\n#")[0], defined))
-    return found
-
-
-def unexplained(shown: object, text: str, defined: set[str]) -> list[str]:
-    """The spans quoted in ``text`` that neither the shown source nor anything else explains."""
-    source = afs.show_source(shown, docstrings=False).code
-    compact = re.sub(r"\s", "", source)
-    missing = []
-    for span in re.findall(r"(?<![}`])`([^`\n]+)`", text):  # not {cite}`key`
-        call = re.fullmatch(r"(?:super\(\)\.)?([A-Za-z_]\w*)(?:\(.*\))?", span)
-        if call is not None:
-            name = call.group(1)
-            if not (
-                re.search(rf"\b{name}\b", source)
-                or hasattr(shown, name)
-                or name in defined
-                or any(hasattr(module, name) for module in KNOWN_ELSEWHERE)
-            ):
-                missing.append(span)
-        elif re.search(r"self\.|\[| = | & | \| ", span):
-            # An expression of the code; "..." stands for what the page leaves out.
-            parts = re.sub(r"\s", "", span).split("...")
-            if not re.search(".*?".join(map(re.escape, parts)), compact):
-                missing.append(span)
-    return missing
-
-
-WALKTHROUGHS = walkthroughs()
-
-
-def test_chapter_7_walks_through_everything_it_shows() -> None:
-    assert [obj.__name__ for obj, _, _ in WALKTHROUGHS] == [  # type: ignore[attr-defined]
-        "KVCache",
-        "CachedAttention",
-        "CachedCausalModel",
-        "generate",
-        "tiled_attention",
-        "TiledAttention",
-        "GroupedQueryAttention",
-    ]
-    assert all(text.strip() for _, text, _ in WALKTHROUGHS)
-
-
-@pytest.mark.parametrize(
-    ("shown", "text", "defined"),
-    WALKTHROUGHS,
-    ids=[obj.__name__ for obj, _, _ in WALKTHROUGHS],  # type: ignore[attr-defined]
-)
-def test_every_span_a_walkthrough_quotes_is_in_the_code_it_walks_through(
-    shown: object, text: str, defined: set[str]
-) -> None:
-    assert unexplained(shown, text, defined) == []
-
-
-def test_a_walkthrough_quoting_what_the_code_lacks_fails() -> None:
-    text = "`forward` calls `_check_padding_mask(mask)`; `hidden = None`; `self.mask[:t]`."
-    assert unexplained(afs.CachedAttention, text, set()) == [
-        "_check_padding_mask(mask)",
-        "hidden = None",
-        "self.mask[:t]",
-    ]

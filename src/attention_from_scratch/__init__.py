@@ -39,7 +39,7 @@ from .cached import CachedAttention
 from .causal import CausalAttention, CrossAttention, attention, causal_mask
 from .device import pick_device
 from .generation import CachedCausalModel, generate
-from .grouped import GroupedQueryAttention
+from .grouped import GroupedQueryAttention, RotaryGroupedQueryAttention
 from .kv_cache import KVCache
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
 from .memory import measure_peak_memory
@@ -47,7 +47,7 @@ from .multihead import (
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
     WideMultiHeadAttention,
-    attend,
+    head_attention,
 )
 from .positions import (
     LearnedPositions,
@@ -108,6 +108,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "RotaryEmbedding",
+    "RotaryGroupedQueryAttention",
     "RotaryMultiHeadAttention",
     "SelfAttentionV1",
     "SelfAttentionV2",
@@ -118,12 +119,12 @@ __all__ = [
     "TrainingHistory",
     "WideMultiHeadAttention",
     "WordVectorsUnavailable",
-    "attend",
     "attention",
     "causal_mask",
     "describe_layout",
     "evaluate",
     "generate",
+    "head_attention",
     "induction_scores",
     "induction_task",
     "k_back_task",

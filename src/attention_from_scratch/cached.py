@@ -13,7 +13,7 @@ import torch
 from ._checks import check_input, check_padding_mask, check_return_weights
 from .causal import causal_mask
 from .kv_cache import KVCache
-from .multihead import MultiHeadAttention, attend
+from .multihead import MultiHeadAttention, head_attention
 
 
 class CachedAttention(MultiHeadAttention):
@@ -33,7 +33,7 @@ class CachedAttention(MultiHeadAttention):
       outputs of one full pass.
 
     The layer only builds masks: the attention itself is chapter 4's
-    :func:`~attention_from_scratch.multihead.attend`, on both paths. On the
+    :func:`~attention_from_scratch.head_attention`, on both paths. On the
     fused path the causal mask alone is the kernel's ``is_causal`` and one new
     token needs no mask at all; a padding mask, or the causal rows of several
     new tokens after cached ones, becomes a boolean ``attn_mask``.
@@ -104,7 +104,9 @@ class CachedAttention(MultiHeadAttention):
         s = past + t  # keys: the cached tokens and the new ones
         if key_padding_mask is not None:
             check_padding_mask(key_padding_mask, b, s, x.device)
-        queries, keys, values = self.project(x)  # (b, h or h_kv, t, d_h)
+        # The new tokens sit at positions past, past + 1, ...: a layer that
+        # gives the heads positions (chapter 6's rotary) rotates by them.
+        queries, keys, values = self.project(x, past)  # (b, h or h_kv, t, d_h)
         if kv_cache is not None:
             keys, values = kv_cache.append(keys, values)  # (b, h_kv, s, d_h)
         hidden, empty = self.hidden_keys(past, t, key_padding_mask)
@@ -151,18 +153,6 @@ class CachedAttention(MultiHeadAttention):
         empty = hidden.all(dim=-1, keepdim=True)  # (b, 1, t, 1)
         return hidden & ~empty, empty  # (b, 1, t, s), (b, 1, t, 1)
 
-    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Queries ``(b, h, t, d_h)``, keys and values ``(b, h_kv, t, d_h)``:
-        each projection split into as many heads of ``d_h`` numbers as its
-        layer has outputs for (``h_kv = h`` here, fewer in
-        :class:`~attention_from_scratch.GroupedQueryAttention`)."""
-        b, t, _ = x.shape
-        heads = (b, t, -1, self.head_dim)  # -1: h or h_kv heads
-        queries = self.W_query(x).view(heads).transpose(1, 2)  # (b, h, t, d_h)
-        keys = self.W_key(x).view(heads).transpose(1, 2)  # (b, h_kv, t, d_h)
-        values = self.W_value(x).view(heads)  # (b, t, h_kv, d_h)
-        return queries, keys, values.transpose(1, 2)  # (b, h_kv, t, d_h)
-
     def attend(
         self,
         queries: torch.Tensor,
@@ -170,18 +160,20 @@ class CachedAttention(MultiHeadAttention):
         values: torch.Tensor,
         hidden: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Chapter 4's :func:`~attention_from_scratch.multihead.attend` with
+        """Chapter 4's :func:`~attention_from_scratch.head_attention` with
         the mask of :meth:`hidden_keys` and this layer's dropout and path.
         ``hidden=None`` means the causal mask of ``t == s`` queries (the fused
         kernel's ``is_causal``, which aligns query ``i`` with key ``i``), or
-        no mask for a single query.
+        no mask for a single query. Keys and values with fewer heads than the
+        queries (:class:`~attention_from_scratch.GroupedQueryAttention`) are
+        shared by groups of query heads.
 
         Returns:
             ``(context, weights)``: ``(b, h, t, d_h)`` and ``(b, h, t, s)``,
             or ``None`` for the weights on the fused path.
         """
         t = queries.shape[-2]
-        return attend(
+        return head_attention(
             queries,
             keys,
             values,
@@ -189,6 +181,7 @@ class CachedAttention(MultiHeadAttention):
             dropout_p=self.dropout.p if self.training else 0.0,
             is_causal=hidden is None and t > 1,
             fused=self.fused,
+            enable_gqa=keys.shape[1] != queries.shape[1],  # h_kv < h
         )
 
     def _cached_tokens(self, kv_cache: object, t: int) -> int:

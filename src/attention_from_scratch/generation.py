@@ -7,37 +7,44 @@ heads, ``n`` generated tokens, ``vocab`` vocabulary size.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from ._checks import check_bool, check_positive_int, check_tokens
-from .cached import CachedAttention
+from .grouped import GroupedQueryAttention, RotaryGroupedQueryAttention
 from .kv_cache import KVCache
+from .multihead import MultiHeadAttention
 from .training import TinyCausalModel
 
 
 class CachedCausalModel(TinyCausalModel):
-    """Chapter 6's :class:`~attention_from_scratch.TinyCausalModel`, built
-    from :class:`CachedAttention` layers, with one KV cache per layer.
+    """Chapter 6's :class:`~attention_from_scratch.TinyCausalModel` with
+    chapter 7's layers: a KV cache per layer, and key/value heads that groups
+    of query heads may share.
 
-    The constructor, the layers, their state-dict names and the random
+    Every block's attention is a
+    :class:`~attention_from_scratch.GroupedQueryAttention` with
+    ``num_kv_heads`` key/value heads, or with rotary positions a
+    :class:`~attention_from_scratch.RotaryGroupedQueryAttention`: learned,
+    sinusoidal or rotary positions, grouped heads and a cache combine as in
+    Llama-style models. With ``num_kv_heads`` left out (one key/value head
+    per query head) the layers, their state-dict names and the random
     numbers they draw are those of ``TinyCausalModel``, so a trained
     ``TinyCausalModel``'s state dict loads as is, and ``forward(tokens)``
     without caches gives the same logits. It is a subclass, not an argument
-    of chapter 6's model, because chapter 6's attention layers take no cache
-    and chapter 6 cannot name chapter 7's layer: ``attention_class`` is the
-    whole change to the constructor.
+    of chapter 6's model, because chapter 6 cannot name chapter 7's layers:
+    :meth:`attention_layer` is the whole change to the constructor.
 
-    Args (as for :class:`~attention_from_scratch.TinyCausalModel`):
+    Args:
         vocab_size: the number of token ids, ``vocab``.
         d_model: the model size ``d``.
         context_length: the longest sequence accepted, cached tokens included.
-        num_layers: the number of blocks.
-        num_heads: heads per attention layer.
-        positions: ``"none"``, ``"learned"`` or ``"sinusoidal"``.
-        mlp: add a two-layer perceptron to every block.
-        layer_norm: use pre-norm LayerNorms.
-        dropout: dropout on the attention weights during training.
+        num_kv_heads: key/value heads per attention layer, a divisor of
+            ``num_heads`` (default: ``num_heads``, no sharing).
+        options: :class:`~attention_from_scratch.TinyCausalModel`'s keyword
+            arguments: ``num_layers``, ``num_heads``, ``positions`` (rotary
+            included), ``mlp``, ``layer_norm``, ``dropout``.
 
     Shape:
         - Input: ``(b, t)`` token ids; with ``kv_caches``, the tokens after
@@ -48,7 +55,34 @@ class CachedCausalModel(TinyCausalModel):
     Introduced in chapter 7.
     """
 
-    attention_class = CachedAttention
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        context_length: int,
+        *,
+        num_kv_heads: int | None = None,
+        **options: Any,
+    ) -> None:
+        # Read by attention_layer, which chapter 6's constructor calls: set
+        # first (a plain value may precede Module.__init__).
+        if num_kv_heads is not None:
+            num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
+        self.num_kv_heads = num_kv_heads
+        super().__init__(vocab_size, d_model, context_length, **options)
+
+    def attention_layer(
+        self, context_length: int, dropout: float, num_heads: int
+    ) -> MultiHeadAttention:
+        """Chapter 7's layer of one block: grouped heads and a KV cache, and
+        rotary positions where the model has them."""
+        d = self.d_model
+        h_kv = num_heads if self.num_kv_heads is None else self.num_kv_heads
+        if self.positions_kind == "rotary":
+            layer: type[GroupedQueryAttention] = RotaryGroupedQueryAttention
+        else:
+            layer = GroupedQueryAttention
+        return layer(d, d, context_length, dropout, num_heads, h_kv)
 
     def forward(
         self,

@@ -8,11 +8,9 @@ size of one head.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-
 from ._checks import check_positive_int
 from .cached import CachedAttention
+from .positions import RotaryMultiHeadAttention
 
 
 class GroupedQueryAttention(CachedAttention):
@@ -30,12 +28,14 @@ class GroupedQueryAttention(CachedAttention):
     loads as is (same layer names: ``W_query``, ``W_key``, ``W_value``,
     ``out_proj``).
 
-    The explicit path gives the queries a group axis, ``(b, h_kv, g, t,
-    d_h)``, and the keys and values one of size 1, ``(b, h_kv, 1, s, d_h)``,
-    so that chapter 4's attention broadcasts each key/value head over its
-    group (``matmul`` expands the keys ``g`` times to do it); the fused path
-    lets ``scaled_dot_product_attention`` group the heads itself
-    (``enable_gqa=True``). ``forward`` takes the arguments of
+    Only the size of ``W_key`` and ``W_value`` changes (:meth:`key_value_size`):
+    the projections give ``h_kv`` heads, and chapter 4's
+    :func:`~attention_from_scratch.head_attention`, which the cached layer
+    calls with ``enable_gqa`` wherever keys have fewer heads than queries,
+    shares each key/value head with its group (on the explicit path with a
+    group axis that ``matmul`` broadcasts, expanding the keys ``g`` times;
+    on the fused path ``scaled_dot_product_attention`` pairs the heads).
+    ``forward`` takes the arguments of
     :class:`~attention_from_scratch.CachedAttention` (``return_weights``,
     ``key_padding_mask``, ``kv_cache``), on both paths.
 
@@ -100,41 +100,38 @@ class GroupedQueryAttention(CachedAttention):
         ``W_value`` and the cache shrink by ``h / h_kv``."""
         return self.num_kv_heads * self.head_dim
 
-    def attend(
-        self,
-        queries: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        hidden: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """As :meth:`CachedAttention.attend
-        <attention_from_scratch.CachedAttention.attend>`, with ``(b, h_kv, s,
-        d_h)`` keys and values shared by groups of ``g`` query heads."""
-        h, t = queries.shape[1], queries.shape[2]
-        if self.fused:
-            # The kernel pairs each query head with its key/value head.
-            context = F.scaled_dot_product_attention(
-                queries,
-                keys,
-                values,
-                attn_mask=None if hidden is None else ~hidden,  # ~: allowed
-                dropout_p=self.dropout.p if self.training else 0.0,
-                is_causal=hidden is None and t > 1,
-                enable_gqa=True,
-            )  # (b, h, t, d_h)
-            return context, None
-        # A group axis: g query heads per key/value head. The keys' group
-        # axis is a view, but the batched matmul broadcasts it: its product
-        # holds g copies of the keys. This path shows the weights; the fused
-        # one does without the copies.
-        g = h // self.num_kv_heads
-        groups = queries.unflatten(1, (-1, g))  # (b, h_kv, g, t, d_h)
-        keys = keys.unsqueeze(2)  # (b, h_kv, 1, s, d_h)
-        values = values.unsqueeze(2)  # (b, h_kv, 1, s, d_h)
-        hidden = hidden.unsqueeze(-3)  # (1, t, s) or (b, 1, 1, t, s)
-        context, weights = super().attend(groups, keys, values, hidden)
-        # (b, h_kv, g, t, d_h) and (b, h_kv, g, t, s): the heads in order
-        return context.flatten(1, 2), weights.flatten(1, 2)
-
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, num_kv_heads={self.num_kv_heads}"
+
+
+class RotaryGroupedQueryAttention(RotaryMultiHeadAttention, GroupedQueryAttention):
+    """Grouped-query attention with rotary positions and a KV cache: the
+    attention layer of Llama-style models (Touvron et al., 2023; Ainslie et
+    al., 2023).
+
+    Nothing is written here: the class takes chapter 6's rotation step
+    (:class:`~attention_from_scratch.RotaryMultiHeadAttention` replaces
+    ``project``, rotating queries and keys for their positions from
+    ``offset`` on) and chapter 7's layer (the padding mask, the KV cache,
+    whose new tokens start at ``offset = past``, and the shared key/value
+    heads). Its arguments are :class:`GroupedQueryAttention`'s, then
+    ``base`` and ``interleaved``; with ``num_kv_heads == num_heads`` and no
+    cache it computes what ``RotaryMultiHeadAttention`` computes, and loads
+    its state dict.
+
+    Args:
+        args: :class:`GroupedQueryAttention`'s, ``d_in, d_out, context_length,
+            dropout, num_heads, num_kv_heads, qkv_bias``.
+        base: the wavelength scale of the rotations.
+        interleaved: the pairing convention of
+            :class:`~attention_from_scratch.RotaryEmbedding`.
+        kwargs: ``fused``.
+
+    Shape:
+        - Input: ``(b, t, d_in)``; ``key_padding_mask`` ``(b, s)``.
+        - Output: ``(b, t, d_out)``; with ``return_weights=True`` also the
+          weights, ``(b, h, t, s)``. The cache holds rotated keys,
+          ``(b, h_kv, s, d_h)``.
+
+    Introduced in chapter 7.
+    """

@@ -80,7 +80,7 @@ def _rank(x: object) -> int:
     return x.dim() if isinstance(x, torch.Tensor) else 0
 
 
-def attend(
+def head_attention(
     queries: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
@@ -89,6 +89,7 @@ def attend(
     dropout_p: float = 0.0,
     is_causal: bool = False,
     fused: bool = False,
+    enable_gqa: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention of every head, on one of two paths that compute the same function.
 
@@ -121,6 +122,10 @@ def attend(
         is_causal: hide the future: query ``i`` sees keys ``0, ..., i`` (the top-left
             alignment of ``scaled_dot_product_attention``); not with a ``mask``.
         fused: take the fused path.
+        enable_gqa: the keys and values have ``h_kv`` heads (dimension -3), a divisor of
+            the queries' ``h``, and key/value head ``j`` serves query heads ``j g`` to
+            ``(j + 1) g - 1``, ``g = h / h_kv`` (chapter 7's grouped-query attention; the
+            name and the order are those of ``scaled_dot_product_attention``).
 
     Returns:
         ``(context, weights)``: ``(..., t, d_h)`` and ``(..., t, s)``, or ``None`` for the
@@ -130,6 +135,7 @@ def attend(
     """
     is_causal = check_bool("is_causal", is_causal)
     fused = check_bool("fused", fused)
+    enable_gqa = check_bool("enable_gqa", enable_gqa)
     if is_causal and mask is not None:
         raise ValueError(
             "mask: expected None with is_causal=True, which builds the "
@@ -144,19 +150,28 @@ def attend(
             t, s = queries.shape[-2], keys.shape[-2]
             ones = torch.ones(t, s, dtype=torch.bool, device=queries.device)
             mask = ones.triu(1)  # (t, s): key j > query i is hidden
-        return attention(queries, keys, values, mask, dropout_p=dropout_p)
-    # SDPA's own errors would not name our arguments: check them first.
-    dropout_p, _ = check_attention_inputs(
-        queries,
-        keys,
-        values,
-        mask,
-        dropout_p,
-    )
+        if not enable_gqa:
+            return attention(queries, keys, values, mask, dropout_p=dropout_p)
+        # Each key/value head attends for its group of query heads at once:
+        # attention broadcasts the keys' group axis of size 1 over the g heads.
+        groups, keys, values, mask = _grouped(queries, keys, values, mask)
+        context, weights = attention(
+            groups, keys, values, mask, dropout_p=dropout_p
+        )  # (..., h_kv, g, t, d_h) and (..., h_kv, g, t, s)
+        # (..., h, t, d_h) and (..., h, t, s): the heads in order
+        return context.flatten(-4, -3), weights.flatten(-4, -3)
+    # SDPA's own errors would not name our arguments: check them first (on the
+    # grouped views, whose leading dimensions must broadcast like any others).
+    checked = (queries, keys, values, mask)
+    if enable_gqa:
+        checked = _grouped(queries, keys, values, mask)
+    dropout_p, _ = check_attention_inputs(*checked, dropout_p)
     allowed = None
     if mask is not None:  # ~: True = allowed, at least (t, s) for SDPA
         t, s = queries.shape[-2], keys.shape[-2]
         allowed = (~mask).broadcast_to(*mask.shape[:-2], t, s)
+    # SDPA pairs key/value head j with query heads j g, ..., (j + 1) g - 1
+    extra = {"enable_gqa": True} if enable_gqa else {}
     context = F.scaled_dot_product_attention(
         queries,
         keys,
@@ -164,32 +179,60 @@ def attend(
         attn_mask=allowed,
         dropout_p=dropout_p,
         is_causal=is_causal,
+        **extra,
     )  # (..., t, d_h)
     return context, None
+
+
+def _grouped(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Queries with a group axis, ``(..., h_kv, g, t, d_h)``, and keys, values and a mask with
+    one of size 1, so that each key/value head broadcasts over its group of query heads."""
+    shape = ("(..., h, t, d_h)",)
+    queries = check_tensor("queries", queries, ranks=range(3, 64), shape_names=shape)
+    keys = check_tensor("keys", keys, ranks=range(3, 64), shape_names=("(..., h_kv, s, d_h)",))
+    values = check_tensor(
+        "values", values, ranks=range(3, 64), shape_names=("(..., h_kv, s, d_h)",)
+    )
+    h, h_kv = queries.shape[-3], keys.shape[-3]
+    if h % h_kv or values.shape[-3] != h_kv:
+        raise ValueError(
+            f"keys: expected key and value heads h_kv dividing the queries' h={h} with "
+            f"enable_gqa=True, got keys {tuple(keys.shape)} and values {tuple(values.shape)}"
+        )
+    groups = queries.unflatten(-3, (h_kv, h // h_kv))  # (..., h_kv, g, t, d_h)
+    if mask is not None and mask.dim() >= 3:
+        mask = mask.unsqueeze(-3)  # (..., 1, 1, t, s): the same for every head
+    return groups, keys.unsqueeze(-3), values.unsqueeze(-3), mask  # (..., h_kv, 1, s, d_h)
 
 
 class MultiHeadAttention(nn.Module):
     """Causal multi-head attention computed for all heads at once.
 
     One projection of size ``d_out`` per role (query, key, value) is split
-    into ``h`` heads of size ``d_h = d_out // h``; :func:`attend` computes
+    into ``h`` heads of size ``d_h = d_out // h``; :func:`head_attention` computes
     every head's attention in batched matmuls; the heads are merged back and
     mixed by ``out_proj``. Layers are created in the order ``W_query``,
     ``W_key``, ``W_value``, ``out_proj``.
 
     ``forward`` checks its input once, then runs two steps that a subclass
     may replace: :meth:`project` (the three projections, split into heads)
-    and :meth:`attend` (:func:`attend` with the causal mask and this
+    and :meth:`attend` (:func:`head_attention` with the causal mask and this
     module's dropout and path). Chapter 6 replaces ``project`` to rotate
-    queries and keys; chapter 7 adds padding masks and a KV cache.
+    queries and keys by their positions (``offset`` on); chapter 7 adds
+    padding masks and a KV cache, and heads that share keys and values.
 
-    ``fused`` picks the path of :func:`attend`: the steps written out
+    ``fused`` picks the path of :func:`head_attention`: the steps written out
     (``False``, the default, as taught in the book) or
     ``scaled_dot_product_attention`` (``True``), which cannot return the
     weights. It is a plain attribute that may be switched at any time (a
     value that is not a bool is refused by the next ``forward``);
     ``context_length`` is read-only, the longest input accepted
-    (:func:`attend` builds the causal mask of each call itself; chapter 7's
+    (:func:`head_attention` builds the causal mask of each call itself; chapter 7's
     cached layer keeps one for the longest input, as a buffer).
 
     Args:
@@ -264,11 +307,15 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(context)  # (b, t, d_out)
         return (out, weights) if return_weights else out
 
-    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def project(
+        self, x: torch.Tensor, offset: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The queries, keys and values of ``x``, ``(b, t, d_in)``, split
-        into heads: each ``(b, h, t, d_h)``."""
+        into heads: each ``(b, h, t, d_h)``. ``offset``, the position of the
+        first token, is for layers that give the heads positions (chapter
+        6's rotary layer); this one gives none."""
         b, t, _ = x.shape
-        heads = (b, t, self.num_heads, self.head_dim)
+        heads = (b, t, -1, self.head_dim)  # -1: h (fewer key heads in ch. 7)
         queries = self.W_query(x).view(heads)  # (b, t, h, d_h)
         keys = self.W_key(x).view(heads)  # (b, t, h, d_h)
         values = self.W_value(x).view(heads)  # (b, t, h, d_h)
@@ -282,11 +329,11 @@ class MultiHeadAttention(nn.Module):
     def attend(
         self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Causal attention of every head, :func:`attend` on this module's
-        path: the context ``(b, h, t, d_h)`` and the weights ``(b, h, t,
-        t)``, or ``None`` on the fused path."""
+        """Causal attention of every head, :func:`head_attention` on this
+        module's path: the context ``(b, h, t, d_h)`` and the weights ``(b, h,
+        t, t)``, or ``None`` on the fused path."""
         p = self.dropout.p if self.training else 0.0
-        return attend(
+        return head_attention(
             queries,
             keys,
             values,

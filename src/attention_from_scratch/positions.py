@@ -12,6 +12,7 @@ vector (the model size), ``d_h`` size of one head.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -282,19 +283,17 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     the head split, every query and key is rotated for its position by a
     :class:`RotaryEmbedding` of size ``d_h``. Values are not rotated. A model built from
     these layers needs no position vectors added to its inputs. Only the ``project`` step
-    changes: ``forward`` and ``attend``, on both paths, are chapter 4's.
+    changes: ``forward`` and ``attend``, on both paths, are chapter 4's. The constructor
+    passes its arguments on as they came, so that chapter 7's layers combine with it
+    (:class:`~attention_from_scratch.RotaryGroupedQueryAttention`).
 
     Args:
-        d_in: size of each input embedding.
-        d_out: size of each output vector; a multiple of ``num_heads`` with an even head
-            size ``d_h = d_out // num_heads``.
-        context_length: the largest number of tokens accepted.
-        dropout: dropout probability on the attention weights during training.
-        num_heads: the number of heads ``h``.
-        qkv_bias: add a learnable bias to the query, key and value projections.
-        fused: use the fused kernel path.
+        args: chapter 4's arguments, ``d_in, d_out, context_length, dropout, num_heads,
+            qkv_bias``, with an even head size ``d_h = d_out // num_heads``.
         base: the wavelength scale of the rotations.
         interleaved: the pairing convention of :class:`RotaryEmbedding`.
+        kwargs: chapter 4's keyword arguments (``fused``), and those of the layer this one
+            is combined with.
 
     Shape:
         - Input: ``(b, t, d_in)`` with ``t <= context_length``.
@@ -306,26 +305,14 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
 
     def __init__(
         self,
-        d_in: int,
-        d_out: int,
-        context_length: int,
-        dropout: float,
-        num_heads: int,
-        qkv_bias: bool = False,
-        *,
-        fused: bool = False,
+        *args: Any,
         base: float = 10000.0,
         interleaved: bool = True,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            d_in,
-            d_out,
-            context_length,
-            dropout,
-            num_heads,
-            qkv_bias,
-            fused=fused,
-        )
+        # Chapter 4's arguments, passed on as they came: a layer of chapter 7
+        # that also rotates (Python's multiple inheritance) gets its own.
+        super().__init__(*args, **kwargs)
         d_h = self.head_dim
         self.rope = RotaryEmbedding(d_h, base, interleaved=interleaved)
 
@@ -345,5 +332,5 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         Returns:
             ``(queries, keys, values)``, each ``(b, h, t, d_h)``.
         """
-        queries, keys, values = super().project(x)  # (b, h, t, d_h) each
+        queries, keys, values = super().project(x, offset)  # (b, h, t, d_h)
         return self.rope(queries, offset), self.rope(keys, offset), values

@@ -13,7 +13,6 @@ Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d`` model s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -142,16 +141,13 @@ class TinyCausalModel(nn.Module):
           ``return_weights=True`` also a list with the ``(b, h, t, t)`` attention weights of
           every layer.
 
-    A later chapter extends the model by subclassing: ``attention_class`` names the attention
-    layer of every block, and :meth:`embed` is the first step of ``forward`` (chapter 7's
-    ``CachedCausalModel`` passes a KV cache to each block's attention this way).
+    A later chapter extends the model by subclassing: :meth:`attention_layer` builds the
+    attention layer of each block, and :meth:`embed` is the first step of ``forward``
+    (chapter 7's ``CachedCausalModel`` replaces the one with cached layers and passes a KV
+    cache to each block's attention after the other).
 
     Introduced in chapter 6.
     """
-
-    #: The attention layer of every block, built as
-    #: ``attention_class(d, d, context_length, dropout, num_heads)``.
-    attention_class: ClassVar[type[MultiHeadAttention]] = MultiHeadAttention
 
     def __init__(
         self,
@@ -186,20 +182,10 @@ class TinyCausalModel(nn.Module):
             self.positions = LearnedPositions(context_length, d_model)
         elif positions == "sinusoidal":
             self.positions = SinusoidalPositions(context_length, d_model)
-        d = d_model
-        layer = self.attention_class
-        if positions == "rotary":
-            if layer is not MultiHeadAttention:
-                name = layer.__name__
-                kinds = "'none', 'learned' or 'sinusoidal'"
-                raise ValueError(
-                    f"positions: expected {kinds} with {name}, got 'rotary'",
-                )
-            layer = RotaryMultiHeadAttention
         # Every attention layer first, then the blocks and their perceptrons:
         # the random initial weights are drawn in this order.
         attentions = [
-            layer(d, d, context_length, dropout, num_heads)
+            self.attention_layer(context_length, dropout, num_heads)
             for _ in range(num_layers)  # one per block
         ]
         self.blocks = nn.ModuleList(
@@ -207,8 +193,21 @@ class TinyCausalModel(nn.Module):
             for attention in attentions  # in order
         )
         self.use_mlp = mlp  # whether the blocks have perceptrons
+        d = d_model
         self.final_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
+
+    def attention_layer(
+        self, context_length: int, dropout: float, num_heads: int
+    ) -> MultiHeadAttention:
+        """The attention layer of one block, of size ``d_model`` in and out:
+        chapter 4's, or with rotary positions chapter 6's rotary layer."""
+        d = self.d_model
+        if self.positions_kind == "rotary":
+            layer: type[MultiHeadAttention] = RotaryMultiHeadAttention
+        else:
+            layer = MultiHeadAttention
+        return layer(d, d, context_length, dropout, num_heads)
 
     def forward(
         self, tokens: torch.Tensor, return_weights: bool = False
