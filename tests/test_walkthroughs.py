@@ -28,18 +28,6 @@ NOT_WALKED_THROUGH = {
     "05:Layout+describe_layout+shares_storage": "the sections that follow use them",
 }
 
-# Spans of the chapters' prose that the rules flag, until the prose is fixed: such a case is
-# reported as xfail, still fails on any other span, and fails once its spans pass (then
-# delete its entry).
-PROSE_TO_FIX: dict[str, list[str]] = {
-    # The call goes on after max_tokens (like=self) with no "..." to say so.
-    "03:CausalAttention": ["check_tensor(..., max_tokens=self.context_length)"],
-    # Names of _batches, which the page does not show; nothing on the page defines them.
-    "06:train": ["DataLoader", "BatchSampler"],
-    # Defined inside a function of the page, not at its top level.
-    "07:tiled_attention": ["m_sub"],
-}
-
 WALKTHROUGHS = walkthroughs()
 
 
@@ -73,12 +61,7 @@ def test_every_run_of_shown_code_is_walked_through_or_listed() -> None:
 
 @pytest.mark.parametrize("run", WALKTHROUGHS, ids=[run.id for run in WALKTHROUGHS])
 def test_every_span_a_walkthrough_quotes_is_in_the_code_it_walks_through(run) -> None:
-    flagged = unexplained(run.objects, run.text, run.defined)
-    to_fix = PROSE_TO_FIX.get(run.id, [])
-    assert [(span, why) for span, why in flagged if span not in to_fix] == []
-    if to_fix:
-        assert [span for span, _ in flagged] == to_fix, "fixed: remove it from PROSE_TO_FIX"
-        pytest.xfail(f"cell {run.cell} of {run.chapter} quotes {to_fix}, which the rules flag")
+    assert unexplained(run.objects, run.text, run.defined) == []
 
 
 def spans(objects: tuple[object, ...], text: str, defined: frozenset[str] = frozenset()):
