@@ -101,13 +101,14 @@ def test_make_grade_with_a_roster_agrees_with_grades_csv(tmp_path: Path) -> None
     roster.write_text("Student,ID,submission\nAda,1,ada.ipynb\nAlan,2,alan.ipynb\n")
     sandbox = "bwrap" if grader.sandbox_problem() is None else "none"
     argv = [str(folder), "--sandbox", sandbox, "--timeout", "60", "--roster", str(roster)]
-    argv += ["--hidden", str(FIXTURES / "hidden"), "--checks", str(FIXTURES / "ch0.py")]
+    argv += ["--grading", str(FIXTURES / "grading"), "--secret", str(tmp_path / "secret")]
     assert grader.main(argv) == 0
     with (folder / "grades.csv").open(newline="") as handle:
         totals = {row["submission"]: row["total"] for row in csv.DictReader(handle)}
-    assert totals == {"ada.ipynb": "5", "alan.ipynb": "3"}
+    # Auto-graded points only: double is worth 3, total 1; Alan's cell defines no double.
+    assert totals == {"ada.ipynb": "4", "alan.ipynb": "1"}
     assert read(folder / "gradebook.csv") == [
         ["Student", "ID", "Attention from Scratch ch0"],
-        ["Ada", "1", "5"],
-        ["Alan", "2", "3"],
+        ["Ada", "1", "4"],
+        ["Alan", "2", "1"],
     ]

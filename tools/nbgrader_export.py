@@ -94,6 +94,8 @@ def nbgrader_notebook(nb: Any, chapter: int) -> Any:
         elif cell.cell_type == "markdown" and SOLUTION_END.match(cell.source):
             label = None
         elif label is not None and cell.cell_type == "code":
+            if "remove-cell" in cell.metadata.get("tags", []):
+                continue  # a hidden guard of the book build: the student edition drops it
             stub = cell.metadata.get("exercise", {}).get("stub") or DEFAULT_STUB
             solutions.append((label, stub, cell.source))
     cells, pending, answered = [], iter(solutions), {}
