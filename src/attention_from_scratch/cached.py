@@ -96,7 +96,7 @@ class CachedAttention(MultiHeadAttention):
         *,
         key_padding_mask: torch.Tensor | None = None,
         kv_cache: KVCache | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]:
         return_weights = check_return_weights(return_weights, self.fused)
         x = check_input(x, self.d_in, self.context_length, like=self)
         b, t, _ = x.shape
@@ -153,7 +153,7 @@ class CachedAttention(MultiHeadAttention):
         empty = hidden.all(dim=-1, keepdim=True)  # (b, 1, t, 1)
         return hidden & ~empty, empty  # (b, 1, t, s), (b, 1, t, 1)
 
-    def attend(
+    def attend(  # type: ignore[override]  # its forward passes the mask
         self,
         queries: torch.Tensor,
         keys: torch.Tensor,

@@ -38,7 +38,7 @@ from ._checks import check_bool, check_positive_float
 # back to the plain-text progress bar, which is what we want.
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="IProgress not found")
-    import pooch
+    import pooch  # type: ignore[import-untyped]  # pooch ships no type hints
 
 #: The folder where downloads are kept.
 CACHE_ENV = "ATTENTION_FROM_SCRATCH_CACHE"
@@ -155,7 +155,7 @@ def notice_once(message: str) -> None:
     print(" ".join(message.split()), file=sys.stderr, flush=True)
 
 
-class PartFile(AbstractContextManager):
+class PartFile(AbstractContextManager["PartFile"]):
     """A new file beside ``target``, moved into place by :meth:`commit`, removed otherwise.
 
     The file is ``.<name>.<random>.part``, created with mode 0o666 less the user's umask
@@ -232,7 +232,8 @@ class PartFile(AbstractContextManager):
 
     def expire(self) -> None:
         """Shut the download's socket: the total deadline has passed."""
-        # Without a response yet, on_response refuses it when it comes.
+        # Without a response yet, on_response refuses it when it comes (and suppress catches
+        # the AttributeError of None, which mypy cannot see).
         with suppress(Exception):
             self.response.raw.shutdown()  # type: ignore[union-attr]
 
@@ -250,7 +251,9 @@ class PartFile(AbstractContextManager):
 
     def __exit__(self, *exc_info: object) -> None:
         self.timer.cancel()
-        with suppress(Exception):  # pooch leaves the connection open after an error
+        # pooch leaves the connection open after an error; None (no response) raises
+        # AttributeError, which suppress catches.
+        with suppress(Exception):
             self.response.close()  # type: ignore[union-attr]
         with suppress(OSError):
             self.file.close()
@@ -323,7 +326,12 @@ def download(
         raise WordVectorsUnavailable(message, f"downloads are disabled by {OFFLINE_ENV}")
 
     # The file name, not the whole URL: a notebook shows this line in a 79-column column.
-    size = f" ({source.size / 1e6:.0f} MB)" if (source.size or 0) >= 1e6 else ""
+    size = (
+        # The test below leaves a size that is not None, which mypy cannot tell.
+        f" ({source.size / 1e6:.0f} MB)"  # type: ignore[operator]
+        if (source.size or 0) >= 1e6
+        else ""
+    )
     print(f"Downloading {source.file_name}{size} into the cache folder", file=sys.stderr)
     deadline = time.monotonic() + seconds
     try:

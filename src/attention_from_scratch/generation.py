@@ -134,7 +134,7 @@ class CachedCausalModel(TinyCausalModel):
             count = len(kv_caches)
             message = f"expected one KVCache per layer ({layers}), got {count}"
             raise ValueError(f"kv_caches: {message}")
-        lengths = [cache.length for cache in kv_caches]
+        lengths: list[int] = [cache.length for cache in kv_caches]
         if len(set(lengths)) != 1:
             raise ValueError(
                 f"kv_caches: expected caches holding the same tokens, got "

@@ -61,7 +61,8 @@ def describe_layout(x: torch.Tensor) -> Layout:
     return Layout(
         shape=tuple(x.shape),
         stride=tuple(x.stride()),
-        storage_offset=x.storage_offset(),
+        # torch types it int | SymInt; it is an int outside tracing.
+        storage_offset=x.storage_offset(),  # type: ignore[arg-type]
         is_contiguous=x.is_contiguous(),
         data_ptr=x.data_ptr(),
         storage_ptr=x.untyped_storage().data_ptr(),

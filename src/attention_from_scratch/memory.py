@@ -16,7 +16,9 @@ import torch
 try:  # the one private torch module the package uses; see measure_peak_memory
     from torch.utils._python_dispatch import TorchDispatchMode
 except ImportError:  # pragma: no cover - a torch release that moved it
-    TorchDispatchMode = object  # measure_peak_memory then refuses to count on the CPU
+    # measure_peak_memory then refuses to count on the CPU. (mypy reads the installed torch,
+    # which has the class, and would refuse replacing it.)
+    TorchDispatchMode = object  # type: ignore[misc,assignment]
 
 
 def measure_peak_memory(
@@ -69,16 +71,18 @@ def measure_peak_memory(
             f"{torch.__version__} does not have; measure on CUDA "
             "(device='cuda'), or use a torch release that has it (2.5 to 2.13)"
         )
+    live: _LiveTensors  # what the mode's __enter__ returns; torch leaves it unannotated
     with _LiveTensors() as live:
         fn()
     return live.peak
 
 
-class _LiveTensors(TorchDispatchMode):
+# torch leaves TorchDispatchMode's __init_subclass__ and __init__ unannotated.
+class _LiveTensors(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Bytes of the storages that operations create and that are still alive."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # unannotated in torch
         self.refs: dict[int, int] = {}  # storage address -> live tensors using it
         self.sizes: dict[int, int] = {}
         self.current = 0

@@ -296,7 +296,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]:
         x = check_input(x, self.d_in, self.context_length, like=self)
         return_weights = check_return_weights(return_weights, self.fused)
         b, t, _ = x.shape

@@ -130,7 +130,8 @@ class LearnedPositions(nn.Module):
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         x, offset, end = _check_span(x, offset, self.d, self.context_length)
         positions = torch.arange(offset, end, device=x.device)  # (t,)
-        return x + self.table(positions)  # (b, t, d) + (t, d)
+        table: torch.Tensor = self.table(positions)  # (t, d)
+        return x + table  # (b, t, d) + (t, d)
 
 
 class SinusoidalPositions(nn.Module):

@@ -9,6 +9,8 @@ outputs keep it: there are no weights to change it).
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import torch
 
 from ._checks import check_bool, check_float_tensor, check_tensor
@@ -127,6 +129,19 @@ def simplified_attention_loop(
     return (context, weights) if return_weights else context
 
 
+# The type of the result follows return_weights: one tensor, or (context, weights).
+@overload
+def simplified_attention(
+    inputs: torch.Tensor, return_weights: Literal[False] = False
+) -> torch.Tensor: ...
+@overload
+def simplified_attention(
+    inputs: torch.Tensor, return_weights: Literal[True]
+) -> tuple[torch.Tensor, torch.Tensor]: ...
+@overload
+def simplified_attention(
+    inputs: torch.Tensor, return_weights: bool
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]: ...
 def simplified_attention(
     inputs: torch.Tensor, return_weights: bool = False
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:

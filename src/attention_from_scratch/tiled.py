@@ -209,7 +209,7 @@ class TiledAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -228,7 +228,7 @@ class TiledAttention(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: Any,
         grad_out: torch.Tensor,
     ) -> tuple[torch.Tensor | None, ...]:

@@ -71,7 +71,7 @@ class Block(nn.Module):
 
     def __init__(
         self,
-        attention: nn.Module,
+        attention: MultiHeadAttention,
         *,
         mlp: bool = False,
         layer_norm: bool = False,
@@ -257,7 +257,7 @@ class TinyCausalModel(nn.Module):
                     f"tokens: expected ids in 0..{self.vocab_size - 1}, "
                     f"got values from {low} to {high}"
                 )
-        x = self.embedding(tokens)  # (b, t, d)
+        x: torch.Tensor = self.embedding(tokens)  # (b, t, d)
         if self.positions is not None:
             x = self.positions(x, offset=offset)  # (b, t, d)
         return x
@@ -284,7 +284,9 @@ def _model_device(model: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def _batches(inputs: torch.Tensor, targets: torch.Tensor, batch_size: int, seed: int) -> DataLoader:
+def _batches(
+    inputs: torch.Tensor, targets: torch.Tensor, batch_size: int, seed: int
+) -> DataLoader[tuple[torch.Tensor, ...]]:
     dataset = TensorDataset(inputs, targets)
     sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
     # A batch sampler indexes the tensors once per batch instead of once per sequence.
@@ -414,7 +416,7 @@ def evaluate(
     device = _model_device(model)
     model.eval()
     correct = 0
-    scored = 0
+    scored: float = 0  # a count, but Tensor.item() is typed int | float
     for start in range(0, inputs.shape[0], batch_size):
         batch_inputs = inputs[start : start + batch_size].to(device)
         batch_targets = targets[start : start + batch_size].to(device)

@@ -112,8 +112,8 @@ def read_word_vectors(
             data = handle.read()
         lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{path}, line {line}: not valid UTF-8 text; {damaged}") from None
+        number = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}, line {number}: not valid UTF-8 text; {damaged}") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as error:
         message = f"{path}: not a complete gzip file ({error}); it was cut short or damaged"
         raise ValueError(f"{message}: delete it to download it again, or replace it") from error

@@ -217,7 +217,7 @@ def run_checks(label: str, namespace: Mapping[str, Any]) -> ExerciseResult:
         return ExerciseResult(
             str(label), error=one_line(f"the checks could not be loaded: {error}")
         )
-    return exercise.run(namespace)  # type: ignore[attr-defined]
+    return exercise.run(namespace)
 
 
 def format_result(result: ExerciseResult) -> str:

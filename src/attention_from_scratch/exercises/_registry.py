@@ -14,8 +14,11 @@ import importlib.util
 import pkgutil
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+from .report import ExerciseResult
 
 # The package of the checks, named in full.
 PACKAGE = "attention_from_scratch.exercises"
@@ -30,6 +33,8 @@ class DeclaredExercise(Protocol):
 
     label: str
     chapter: int
+
+    def run(self, namespace: Mapping[str, Any]) -> ExerciseResult: ...
 
 
 # Every exercise declared so far, by label. A chapter module registers its exercises when it

@@ -8,6 +8,8 @@ Grading is not done here: see :mod:`._core`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..toy import toy_sentence
@@ -60,7 +62,9 @@ def _with_ones(x: torch.Tensor) -> torch.Tensor:
     "multiplies input feature l: which row meets the column of ones, and what must it hold? "
     "The other rows must do what the layer's weight does, in SelfAttentionV1's layout."
 )
-def the_seed_789_module_with_biases(v2_into_v1):
+def the_seed_789_module_with_biases(
+    v2_into_v1: Callable[[SelfAttentionV2], SelfAttentionV1],
+) -> None:
     """SelfAttentionV2(3, 2, qkv_bias=True), seed 789: the same output on inputs with ones"""
     v2 = _seed_789(qkv_bias=True)
     before = {name: p.detach().clone() for name, p in v2.named_parameters()}
@@ -86,7 +90,9 @@ def the_seed_789_module_with_biases(v2_into_v1):
 
 
 @v2_into_v1.check(hint="Without biases nothing is added to the projections.")
-def the_seed_789_module_without_biases(v2_into_v1):
+def the_seed_789_module_without_biases(
+    v2_into_v1: Callable[[SelfAttentionV2], SelfAttentionV1],
+) -> None:
     """SelfAttentionV2(3, 2), seed 789: the last rows are 0, the output the page's"""
     v1 = v2_into_v1(_seed_789(qkv_bias=False))
     for name in ("W_query", "W_key", "W_value"):
@@ -104,7 +110,7 @@ qkv_bias = Exercise("ch2-ex-qkv-bias", chapter=2)
     hint="Subtract the scores without the key bias from those with it: what is left in "
     "q_i . (k_j + b_k) does not depend on j. The query includes the query bias."
 )
-def the_shift_of_the_seed_789_module(key_bias_shift):
+def the_shift_of_the_seed_789_module(key_bias_shift: Callable[..., object]) -> None:
     """SelfAttentionV2(3, 2, qkv_bias=True), seed 789: the shift of each row of its scores"""
     with torch.no_grad():
         got = answer_tensor(key_bias_shift(_toy(), _seed_789(qkv_bias=True)), (6,))
@@ -113,7 +119,7 @@ def the_shift_of_the_seed_789_module(key_bias_shift):
 
 
 @qkv_bias.check(hint="A module without biases adds nothing; a batch gets one row per sequence.")
-def no_bias_and_a_batch(key_bias_shift):
+def no_bias_and_a_batch(key_bias_shift: Callable[..., object]) -> None:
     """no shift without biases; a batch of two toy sentences gives (2, 6)"""
     with torch.no_grad():
         none = answer_tensor(key_bias_shift(_toy(), _seed_789(qkv_bias=False)), (6,))
@@ -132,7 +138,7 @@ step = Exercise("ch2-ex-step", chapter=2)
     "pull: differentiate z = sum_j' alpha_j' v_j' with the chapter's d alpha / d omega, "
     "and mind the division by sqrt(d_k)."
 )
-def the_context_of_step_and_its_pull(context_vector):
+def the_context_of_step_and_its_pull(context_vector: Callable[..., object]) -> None:
     """ "step" (i = 5) with the seed-123 matrices: z = row 5 of SelfAttentionV1's output"""
     z, pull = _pair(context_vector(_toy(), *_seed_123(), 5), ((2,), (6, 2)), "the pair (z, pull)")
     assert torch.allclose(z, torch.tensor([0.2990, 0.8040]), atol=1e-4), f"z is {z.tolist()}"
@@ -144,7 +150,7 @@ def the_context_of_step_and_its_pull(context_vector):
     hint="Raising every score of the row by the same amount changes nothing, so the rows of "
     "pull must add up to zero."
 )
-def the_pulls_add_up_to_zero(context_vector):
+def the_pulls_add_up_to_zero(context_vector: Callable[..., object]) -> None:
     """the pulls of "journey" (i = 1) add up to zero"""
     _, pull = _pair(context_vector(_toy(), *_seed_123(), 1), ((2,), (6, 2)), "(z, pull)")
     total = pull.sum(dim=0)
@@ -159,7 +165,7 @@ symmetric = Exercise("ch2-ex-symmetric", chapter=2)
     hint="Queries and keys are both x @ W + b; scale the scores by 1/sqrt(d_k); r_i is the "
     "log of the sum that softmax divides row i by (torch.logsumexp keeps it finite)."
 )
-def the_toy_sentence_with_w_query(tied_attention):
+def the_toy_sentence_with_w_query(tied_attention: Callable[..., object]) -> None:
     """the toy sentence with W = the seed-123 W_query and b = 0"""
     weights, sums = _pair(
         tied_attention(_toy(), _seed_123()[0], torch.zeros(2)),
@@ -176,7 +182,7 @@ def the_toy_sentence_with_w_query(tied_attention):
     hint="Each row of weights sums to one, and multiplying row i back by e^(r_i) undoes the "
     "division: the result must be symmetric."
 )
-def weights_times_their_sums_are_symmetric(tied_attention):
+def weights_times_their_sums_are_symmetric(tied_attention: Callable[..., object]) -> None:
     """ten random tokens, d_in = 16, d_out = 4, with a bias: alpha_ij e^(r_i) is symmetric"""
     torch.manual_seed(3)
     x, w, b = torch.randn(10, 16), torch.randn(16, 4) / 4, torch.randn(4)
@@ -193,7 +199,7 @@ sigma = Exercise("ch2-ex-sigma", chapter=2)
     hint="With W_q = W_k = the identity the inputs are the queries and keys, and the score a "
     "sum of d_k products of two independent numbers: what is the variance of one product?"
 )
-def identity_matrices(score_variance):
+def identity_matrices(score_variance: Callable[..., object]) -> None:
     """W_q = W_k = the 64 by 64 identity, every sigma_l = 2: the variance is 16 * 64 = 1024"""
     eye = torch.eye(64)
     got = _number(score_variance(eye, eye, torch.full((64,), 2.0)))
@@ -204,7 +210,7 @@ def identity_matrices(score_variance):
     hint="Write the score as x M x'^T, a sum of products of one entry of x and one of x': "
     "which of these products are correlated, what is the variance of each, and of their sum?"
 )
-def a_small_example(score_variance):
+def a_small_example(score_variance: Callable[..., object]) -> None:
     """a 3 by 2 W_q and W_k, sigma = (1, 1, 1) and then (1, 2, 0.5)"""
     w_query = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     w_key = torch.tensor([[1.0, 2.0], [0.0, 1.0], [1.0, 0.0]])

@@ -8,6 +8,8 @@ page's kind of module, with a property every right answer has. Grading is not do
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..causal import CausalAttention, causal_mask
@@ -38,7 +40,7 @@ WINDOW_2_SINK_1 = [
     hint="Compare a column of query positions i with a row of key positions j: hide j > i, "
     "and j < i - window unless j < sinks."
 )
-def the_mask_of_window_2_with_one_sink(window_mask):
+def the_mask_of_window_2_with_one_sink(window_mask: Callable[..., object]) -> None:
     """window_mask(6, 2, 1): each row sees two keys back, itself and key 0"""
     got = answer_tensor(window_mask(6, 2, 1), (6, 6))
     assert got.dtype == torch.bool, f"expected a bool mask, got {got.dtype}"
@@ -51,7 +53,7 @@ def the_mask_of_window_2_with_one_sink(window_mask):
     hint="Fill the hidden scores with -inf, then softmax over the last dimension; a sink "
     "in the future of a query stays hidden from it."
 )
-def equal_scores_share_the_visible_keys(window_attention):
+def equal_scores_share_the_visible_keys(window_attention: Callable[..., object]) -> None:
     """zero scores (2, 6, 6): each row shares its weight equally among its visible keys"""
     got = answer_tensor(window_attention(torch.zeros(2, 6, 6), 2, 1), (2, 6, 6))
     expected = _visible_equally(WINDOW_2_SINK_1).expand(2, 6, 6)
@@ -69,7 +71,7 @@ dropout_order = Exercise("ch3-ex-dropout-order", chapter=3)
     hint="Multiply by keep, then divide each row by its own sum (keepdim=True); a row "
     "whose sum is 0 comes out as zeros, not nan."
 )
-def drop_then_renormalise_three_rows(drop_then_renormalise):
+def drop_then_renormalise_three_rows(drop_then_renormalise: Callable[..., object]) -> None:
     """three rows: one keeps a single weight, one keeps two, one loses both"""
     masked = torch.tensor([[0.6, 0.4, 0.0], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0]])
     keep = torch.tensor([[2.0, 0.0, 0.0], [0.0, 2.0, 2.0], [0.0, 0.0, 2.0]])
@@ -84,7 +86,7 @@ def drop_then_renormalise_three_rows(drop_then_renormalise):
     "(1 - p) per kept key times p per dropped one, and gives the kept weights divided by "
     "their sum (zeros when none is kept). Add them up, weighted by their probabilities."
 )
-def expected_weights_of_two_rows(expected_drop_first):
+def expected_weights_of_two_rows(expected_drop_first: Callable[..., object]) -> None:
     """p = 0.5: "Your"'s row keeps 1 half the time; a row of 0.75 and 0.25"""
     alone = answer_tensor(expected_drop_first(torch.tensor([1.0, 0.0, 0.0]), 0.5), (3,))
     assert torch.allclose(alone, torch.tensor([0.5, 0.0, 0.0]), atol=1e-6), f"got {alone}"
@@ -102,7 +104,7 @@ all_masked = Exercise("ch3-ex-all-masked", chapter=3)
     "the padding mask, (b, 1, t), with the causal mask, then set the rows with no visible "
     "key to zero."
 )
-def equal_scores_with_two_padding_tokens(padded_causal_weights):
+def equal_scores_with_two_padding_tokens(padded_causal_weights: Callable[..., object]) -> None:
     """zero scores (2, 4, 4), lengths 4 and 2: the second sequence's rows 0 and 1 are zero"""
     got = answer_tensor(
         padded_causal_weights(torch.zeros(2, 4, 4), torch.tensor([4, 2])), (2, 4, 4)
@@ -120,7 +122,7 @@ def equal_scores_with_two_padding_tokens(padded_causal_weights):
     hint="Use a softmax that subtracts the row maximum (torch.softmax does) after filling "
     "the hidden scores with -inf: scores in the hundreds must not overflow."
 )
-def scores_in_the_hundreds(padded_causal_weights):
+def scores_in_the_hundreds(padded_causal_weights: Callable[..., object]) -> None:
     """scores 300 j for key j, lengths 3 and 1: each real query picks its newest key"""
     scores = (300.0 * torch.arange(3.0)).expand(2, 3, 3)
     got = answer_tensor(padded_causal_weights(scores, torch.tensor([3, 1])), (2, 3, 3))
@@ -137,7 +139,7 @@ dropout_rate = Exercise("ch3-ex-dropout-rate", chapter=3)
     hint="An entry survives when its number is at least p; divide the survivors by 1 - p "
     "and zero the others."
 )
-def four_entries_at_one_half(my_dropout):
+def four_entries_at_one_half(my_dropout: Callable[..., object]) -> None:
     """x = 1, 2, 3, 4 with numbers 0.1, 0.5, 0.29, 0.9 and p = 0.5"""
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     draws = torch.tensor([[0.1, 0.5, 0.29, 0.9]])
@@ -149,7 +151,7 @@ def four_entries_at_one_half(my_dropout):
     hint="Let p broadcast against x, each entry scaled by its own 1 / (1 - p); a rate of "
     "1 drops everything, and 0 * inf is nan: choose the survivors with torch.where."
 )
-def rates_of_0_one_half_and_1(my_dropout):
+def rates_of_0_one_half_and_1(my_dropout: Callable[..., object]) -> None:
     """a rate per row, 0, 0.5 and 1, on a (3, 4) tensor of ones"""
     rates = torch.tensor([[0.0], [0.5], [1.0]])
     draws = torch.tensor([[0.3, 0.7, 0.1, 0.9]]).expand(3, 4)
@@ -173,7 +175,7 @@ def _layers() -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
     hint="Edit one token at a time in a copy of x, run the module on both, and mark "
     "entry (i, j) True when output row i differs in any sequence of the batch."
 )
-def dependence_of_a_causal_and_an_open_layer(dependence):
+def dependence_of_a_causal_and_an_open_layer(dependence: Callable[..., object]) -> None:
     """a causal layer: the lower triangle; a layer with no mask: everything"""
     causal, open_layer, x = _layers()
     given = x.clone()
@@ -189,7 +191,7 @@ def dependence_of_a_causal_and_an_open_layer(dependence):
     hint="A module is causal when no output row depends on a later token: nothing above "
     "the diagonal of the dependence."
 )
-def verdict_on_the_two_layers(is_causal):
+def verdict_on_the_two_layers(is_causal: Callable[..., object]) -> None:
     """is_causal: True for the causal layer, False for the layer with no mask"""
     causal, open_layer, x = _layers()
     assert _verdict(is_causal(causal, x)) is True, "the causal layer: expected True"

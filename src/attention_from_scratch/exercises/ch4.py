@@ -11,6 +11,7 @@ Grading is not done here: see :mod:`._core`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -21,7 +22,7 @@ from ..toy import toy_sentence
 from ._core import Exercise, answer_tensor
 
 
-def _page_module(num_heads: int = 2, d_out: int = 4, qkv_bias: bool = False) -> nn.Module:
+def _page_module(num_heads: int = 2, d_out: int = 4, qkv_bias: bool = False) -> MultiHeadAttention:
     """The page's module: ``MultiHeadAttention(3, d_out, 6, 0.0, ...)`` after seed 123."""
     torch.manual_seed(123)  # the check runs in a forked random state
     return MultiHeadAttention(3, d_out, 6, 0.0, num_heads=num_heads, qkv_bias=qkv_bias).eval()
@@ -45,7 +46,9 @@ def _number(value: object) -> int:
 one_head = Exercise("ch4-ex-one-head", chapter=4)
 
 
-def _head(as_causal_and_linear, mha: nn.Module, m: int) -> tuple[nn.Module, nn.Module]:
+def _head(
+    as_causal_and_linear: Callable[..., object], mha: MultiHeadAttention, m: int
+) -> tuple[CausalAttention, nn.Linear]:
     answer = as_causal_and_linear(mha, m)
     assert isinstance(answer, tuple | list) and len(answer) == 2, "return (causal, linear)"
     causal, linear = answer
@@ -64,7 +67,7 @@ def _head(as_causal_and_linear, mha: nn.Module, m: int) -> tuple[nn.Module, nn.M
     hint="Head m owns a block of d_h rows of W_query, W_key and W_value and the matching "
     "block of d_h columns of out_proj's weight; its CausalAttention has d_out = d_h."
 )
-def head_1_of_the_pages_module(as_causal_and_linear):
+def head_1_of_the_pages_module(as_causal_and_linear: Callable[..., object]) -> None:
     """head 1 of the page's mha (two heads of size 2): its share of the last token's output"""
     mha = _page_module()
     causal, linear = _head(as_causal_and_linear, mha, 1)
@@ -78,7 +81,7 @@ def head_1_of_the_pages_module(as_causal_and_linear):
     hint="Every head writes into the output through its own block of out_proj: the heads' "
     "linear(causal(x)) add up to mha(x) once out_proj.bias is added."
 )
-def the_heads_add_up_to_the_module(as_causal_and_linear):
+def the_heads_add_up_to_the_module(as_causal_and_linear: Callable[..., object]) -> None:
     """the heads' shares plus out_proj.bias give mha(x), with two heads and with one"""
     x = _toy_batch()
     for mha in (_page_module(), _page_module(num_heads=1, qkv_bias=True)):
@@ -99,7 +102,7 @@ count_parameters = Exercise("ch4-ex-count-parameters", chapter=4)
     hint="Each projection maps d_in numbers to num_heads * head_dim, out_proj maps those to "
     "d_out; count each weight and each bias."
 )
-def the_pages_wide_and_split_modules(parameter_count):
+def the_pages_wide_and_split_modules(parameter_count: Callable[..., object]) -> None:
     """8 wide heads of size 50 (80,050) and 10 split heads of size 5 (10,050)"""
     for sizes, expected in (((50, 50, 8, 50, False), 80_050), ((50, 50, 10, 5, False), 10_050)):
         got = _number(parameter_count(*sizes))
@@ -109,7 +112,7 @@ def the_pages_wide_and_split_modules(parameter_count):
 @count_parameters.check(
     hint="Which layers have a bias when qkv_bias is False, and which when it is True?"
 )
-def heads_of_size_2_and_3_on_the_toy_sizes(parameter_count):
+def heads_of_size_2_and_3_on_the_toy_sizes(parameter_count: Callable[..., object]) -> None:
     """d_in = 3, d_out = 4, two heads: of size 2 with biases (68), of size 3 without (82)"""
     for sizes, expected in (((3, 4, 2, 2, True), 68), ((3, 4, 2, 3, False), 82)):
         got = _number(parameter_count(*sizes))
@@ -119,7 +122,7 @@ def heads_of_size_2_and_3_on_the_toy_sizes(parameter_count):
 divisible = Exercise("ch4-ex-divisible", chapter=4)
 
 
-def _split(split_qkv, qkv: torch.Tensor, layout: str) -> list[torch.Tensor]:
+def _split(split_qkv: Callable[..., object], qkv: torch.Tensor, layout: str) -> list[torch.Tensor]:
     answer = split_qkv(qkv.clone(), 2, layout)
     assert isinstance(answer, tuple | list) and len(answer) == 3, "return (queries, keys, values)"
     parts = [answer_tensor(part, (1, 2, 2, 2)) for part in answer]  # (b, h, t, d_h)
@@ -136,7 +139,7 @@ def _numbers(*parts: torch.Tensor) -> list[int]:
     hint="Give the last axis one size per level of its grouping, outermost first, then bring "
     "the roles to the front and the heads in front of the tokens."
 )
-def the_numbers_0_to_23_in_both_layouts(split_qkv):
+def the_numbers_0_to_23_in_both_layouts(split_qkv: Callable[..., object]) -> None:
     """two tokens of 12 packed numbers, two heads of size 2: each role (in "roles") and each
     head (in "heads") gets its own run of the numbers"""
     qkv = torch.arange(24.0).view(1, 2, 12)  # (b, t, 3 * d_out): token 1 is token 0 + 12
@@ -164,7 +167,7 @@ def the_numbers_0_to_23_in_both_layouts(split_qkv):
     hint="Before any reshape, check that num_heads divides d_out (a third of the last "
     "size), and raise a ValueError whose message names both numbers."
 )
-def ten_numbers_cannot_make_four_heads(split_qkv):
+def ten_numbers_cannot_make_four_heads(split_qkv: Callable[..., object]) -> None:
     """d_out = 10 and four heads: a ValueError that names 10 and 4, in both layouts"""
     for layout in ("roles", "heads"):
         try:
@@ -181,7 +184,9 @@ permute_heads = Exercise("ch4-ex-permute-heads", chapter=4)
 PERM = [2, 0, 3, 1]
 
 
-def _permuted(permute_heads) -> tuple[nn.Module, nn.Module]:
+def _permuted(
+    permute_heads: Callable[..., object],
+) -> tuple[MultiHeadAttention, MultiHeadAttention]:
     """Four heads of size 2 with biases, and the learner's module with its heads in PERM's
     order."""
     original = _page_module(num_heads=4, d_out=8, qkv_bias=True)
@@ -197,7 +202,7 @@ def _permuted(permute_heads) -> tuple[nn.Module, nn.Module]:
     hint="New head m is old head perm[m]: its rows of W_query, W_key and W_value are old "
     "block perm[m]. out_proj reads the heads' outputs: its columns follow the heads."
 )
-def four_heads_reordered_on_the_toy_sentence(permute_heads):
+def four_heads_reordered_on_the_toy_sentence(permute_heads: Callable[..., object]) -> None:
     """perm = [2, 0, 3, 1]: new head m has old head perm[m]'s weights; the output is the same"""
     original, permuted = _permuted(permute_heads)
     x = _toy_batch()
@@ -215,7 +220,7 @@ def four_heads_reordered_on_the_toy_sentence(permute_heads):
     hint="The biases of the projections have one block of d_h numbers per head, like the "
     "rows; out_proj's bias belongs to the output features."
 )
-def the_biases_move_with_their_heads(permute_heads):
+def the_biases_move_with_their_heads(permute_heads: Callable[..., object]) -> None:
     """new head 0's key bias is old head 2's; out_proj's bias stays"""
     original, permuted = _permuted(permute_heads)
     # The key bias adds one number to a whole row of scores: the weights cannot show it.

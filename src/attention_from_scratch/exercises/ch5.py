@@ -8,6 +8,7 @@ Grading is not done here: see :mod:`._core`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ._core import Exercise
@@ -36,7 +37,7 @@ permute_strides = Exercise("ch5-ex-permute-strides", chapter=5)
     hint="A dimension keeps its size and its stride when it moves. In a contiguous tensor the "
     "strides fall from the first dimension to the last: sort the dimensions by stride."
 )
-def the_order_that_undoes_a_permute(contiguous_order):
+def the_order_that_undoes_a_permute(contiguous_order: Callable[..., object]) -> None:
     """the order that makes x_3d.permute(2, 0, 1) and x_t contiguous"""
     got = _ints(contiguous_order((3, 2, 2), (1, 6, 3)), "x_3d.permute(2, 0, 1)")
     assert got == (1, 2, 0), f"x_3d.permute(2, 0, 1): got {got}"
@@ -48,7 +49,7 @@ def the_order_that_undoes_a_permute(contiguous_order):
     hint="A dimension of size 1 is never stepped along: its stride does not matter. A gap (a "
     "slice) or a stride 0 (an expanded tensor) cannot be permuted away: return None."
 )
-def size_one_and_no_order_at_all(contiguous_order):
+def size_one_and_no_order_at_all(contiguous_order: Callable[..., object]) -> None:
     """y (with a dimension of size 1), then x_matrix[:, ::2] and grid, which none fixes"""
     got = _ints(contiguous_order((2, 4, 1, 16), (64, 16, 64, 1)), "y")
     # The dimension of size 1 (dimension 2) may go anywhere.
@@ -66,7 +67,7 @@ view_noncontiguous = Exercise("ch5-ex-view-noncontiguous", chapter=5)
     hint="Each step along a dimension of the run must land just after the last element of the "
     "dimension after it, stride_k = size_(k+1) * stride_(k+1), for every pair of the run."
 )
-def merging_the_dimensions_of_a_permuted_tensor(merged_stride):
+def merging_the_dimensions_of_a_permuted_tensor(merged_stride: Callable[..., object]) -> None:
     """merging dimensions of x_3d.permute(2, 0, 1): shape (3, 2, 2), strides (1, 6, 3)"""
     for start, end, expected in ((1, 2, 3), (0, 1, None), (0, 2, None)):
         got = merged_stride((3, 2, 2), (1, 6, 3), start, end)
@@ -77,7 +78,7 @@ def merging_the_dimensions_of_a_permuted_tensor(merged_stride):
     hint="A dimension of size 1 is never stepped along: leave it out of the rule, whatever its "
     "stride."
 )
-def a_dimension_of_size_one_in_the_run(merged_stride):
+def a_dimension_of_size_one_in_the_run(merged_stride: Callable[..., object]) -> None:
     """merging dimensions of y: shape (2, 4, 1, 16), strides (64, 16, 64, 1)"""
     for start, end, expected in ((1, 3, 1), (0, 2, 16), (0, 3, 1)):
         got = merged_stride((2, 4, 1, 16), (64, 16, 64, 1), start, end)
@@ -91,7 +92,7 @@ slice_stride = Exercise("ch5-ex-slice-stride", chapter=5)
     hint="Element w of the window dimension, j of the new last one, is element "
     "start + w * step + j of dimension dim: put it in the storage formula."
 )
-def windows_of_the_columns_of_x_matrix(windows_layout):
+def windows_of_the_columns_of_x_matrix(windows_layout: Callable[..., object]) -> None:
     """windows of 2 columns of x_matrix, one every 2 columns: the split of the heads"""
     got = _layout(windows_layout((3, 4), (4, 1), 0, 1, 0, 2, 2), 3)
     assert got[2] == 0, f"offset: got {got[2]!r}"
@@ -104,7 +105,7 @@ def windows_of_the_columns_of_x_matrix(windows_layout):
     hint="The windows start at index start, which moves the offset; count the starts whose "
     "whole window fits in the dimension."
 )
-def windows_from_index_one(windows_layout):
+def windows_from_index_one(windows_layout: Callable[..., object]) -> None:
     """windows of x from index 1 on (4 elements, every 2), and of x_t from row 1 on"""
     got = _layout(windows_layout((12,), (1,), 0, 0, 1, 4, 2), 3)
     assert (_ints(got[0], "shape"), _ints(got[1], "strides"), got[2]) == ((4, 4), (2, 1), 1), (
@@ -122,7 +123,7 @@ expand_strides = Exercise("ch5-ex-expand-strides", chapter=5)
     hint="Line the shapes up from the right, a missing dimension counting as size 1; a "
     "dimension of size 1 that grows reads the same element again and again."
 )
-def a_row_plus_a_matrix(broadcast_strides):
+def a_row_plus_a_matrix(broadcast_strides: Callable[..., object]) -> None:
     """row + torch.zeros(4, 3): row (3,) broadcast to (4, 3), as in grid"""
     got = _layout(broadcast_strides((3,), (1,), (4, 3), (3, 1)), 3)
     assert tuple(_ints(part, "part") for part in got) == ((4, 3), (0, 1), (3, 1)), f"got {got}"
@@ -132,7 +133,7 @@ def a_row_plus_a_matrix(broadcast_strides):
     hint="Both tensors may grow. Two sizes that differ and are both larger than 1 do not "
     "broadcast: return None."
 )
-def a_column_and_a_row(broadcast_strides):
+def a_column_and_a_row(broadcast_strides: Callable[..., object]) -> None:
     """a (3, 1) column plus a (4,) row, then (4, 3) plus (3, 4), which do not broadcast"""
     got = _layout(broadcast_strides((3, 1), (1, 1), (4,), (1,)), 3)
     assert tuple(_ints(part, "part") for part in got) == ((3, 4), (1, 0), (0, 1)), f"got {got}"

@@ -11,12 +11,15 @@ the sequences move, a window of one token is always right. Grading is not done h
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import cast
 
 import torch
 
+from ..multihead import MultiHeadAttention
 from ..positions import RotaryEmbedding
 from ..tasks import IGNORE_INDEX
-from ..training import evaluate
+from ..training import TinyCausalModel, evaluate
 from ._core import Exercise, answer_tensor
 
 
@@ -24,10 +27,11 @@ def _device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def _page_model(k_models: object, name: str) -> torch.nn.Module:
+def _page_model(k_models: object, name: str) -> TinyCausalModel:
     """One of the page's trained models, ``k_models[name]``."""
     assert isinstance(k_models, dict) and name in k_models, "run the page's cells first"
-    return k_models[name]
+    model: TinyCausalModel = k_models[name]  # the page fills k_models with its models
+    return model
 
 
 rotate_half = Exercise("ch6-ex-rotate-half", chapter=6)
@@ -37,7 +41,7 @@ rotate_half = Exercise("ch6-ex-rotate-half", chapter=6)
     hint="Only features 0 to r - 1 turn: pair i is features (i, i + r / 2), and theta_i is "
     "that of a head of size r. Positions count from `offset`; features r and beyond stay."
 )
-def four_of_six_features_from_position_3(rotate_half):
+def four_of_six_features_from_position_3(rotate_half: Callable[..., object]) -> None:
     """a head of six ones at positions 3 and 4, its first r = 4 features rotated"""
     got = answer_tensor(rotate_half(torch.ones(2, 6), 3, 4), (2, 6))
     # theta_0 = 1 and theta_1 = 0.01: (cos - sin, sin + cos) of 3, 0.03, 4 and 0.04.
@@ -54,7 +58,7 @@ def four_of_six_features_from_position_3(rotate_half):
     hint="With r = d_h every feature turns, in the rotate-half convention of the page. Read t "
     "and d_h from the last two axes, and keep the dtype of x."
 )
-def all_features_of_a_float64_batch(rotate_half):
+def all_features_of_a_float64_batch(rotate_half: Callable[..., object]) -> None:
     """r = d_h = 8 on a (2, 5, 8) float64 batch from position 7 is RotaryEmbedding's"""
     x = torch.linspace(-1, 1, 80, dtype=torch.float64).reshape(2, 5, 8)
     got = rotate_half(x, 7, 8)
@@ -69,7 +73,7 @@ def all_features_of_a_float64_batch(rotate_half):
     "others do: a table of positions, one row per sequence. A position below 0 is a "
     "rotation by a negative angle; position 0 turns nothing."
 )
-def a_left_padded_batch(rotate_half):
+def a_left_padded_batch(rotate_half: Callable[..., object]) -> None:
     """two sequences of three vectors of six ones from positions 3 and -2 (two pads), r = 4"""
     x = torch.ones(2, 3, 6)  # (b, t, d_h)
     offset = torch.tensor([3, -2])
@@ -90,7 +94,12 @@ extrapolate = Exercise("ch6-ex-extrapolate", chapter=6)
     hint="Average the right answers over the sequences, one position (column) at a time, "
     "counting only targets that are not IGNORE_INDEX; a position with none scored gets NaN."
 )
-def the_held_out_set_position_by_position(accuracy_by_position, k_models, x_test, y_test):
+def the_held_out_set_position_by_position(
+    accuracy_by_position: Callable[..., object],
+    k_models: object,
+    x_test: torch.Tensor,
+    y_test: torch.Tensor,
+) -> None:
     """the model without positions on the held-out set: NaN at 0 to 2, evaluate's mean"""
     model = _page_model(k_models, "none")
     got = answer_tensor(accuracy_by_position(model, x_test, y_test, 0), (x_test.shape[1],))
@@ -109,7 +118,9 @@ def the_held_out_set_position_by_position(accuracy_by_position, k_models, x_test
     hint="Compare the most likely token (argmax of the logits) with each target; a target "
     "equal to IGNORE_INDEX is neither right nor wrong."
 )
-def right_at_even_positions_wrong_at_odd_ones(accuracy_by_position, k_models, x_test):
+def right_at_even_positions_wrong_at_odd_ones(
+    accuracy_by_position: Callable[..., object], k_models: object, x_test: torch.Tensor
+) -> None:
     """targets that are the model's own predictions at even positions: 1, 0, 1, 0, ..."""
     model, inputs = _page_model(k_models, "learned"), x_test[:20]
     with torch.no_grad():
@@ -128,7 +139,9 @@ def right_at_even_positions_wrong_at_odd_ones(accuracy_by_position, k_models, x_
     "yourself and give the offset to where positions enter. A model without positions "
     "cannot tell where the sequences sit."
 )
-def moved_to_positions_32_to_63(accuracy_by_position, k_models, x_test):
+def moved_to_positions_32_to_63(
+    accuracy_by_position: Callable[..., object], k_models: object, x_test: torch.Tensor
+) -> None:
     """the held-out set moved to positions 32 to 63: only the learned model's answers change"""
     inputs = x_test[:50]
     for name in ("learned", "none"):
@@ -149,14 +162,19 @@ ablate_induction = Exercise("ch6-ex-ablate-induction", chapter=6)
     hint="Set the head's d_h context features to zero before out_proj mixes the heads (a "
     "forward pre-hook on out_proj): with one head, out_proj then adds only its bias."
 )
-def the_induction_head_switched_off(logits_without_head, induction_model, x_test_ind):
+def the_induction_head_switched_off(
+    logits_without_head: Callable[..., object],
+    induction_model: TinyCausalModel,
+    x_test_ind: torch.Tensor,
+) -> None:
     """layer 1's only head switched off on 8 held-out sequences leaves out_proj's bias"""
     model, tokens = induction_model, x_test_ind[:8].to(_device(induction_model))
     shape = (8, tokens.shape[1], model.vocab_size)
     got = answer_tensor(logits_without_head(model, tokens, 1, 0), shape)
     with torch.no_grad():
         after_layer_0, _ = model.blocks[0](model.embed(tokens))
-        bias = model.blocks[1].attention.out_proj.bias
+        # Each block's attention is chapter 4's layer (nn.ModuleList forgets the type).
+        bias = cast(MultiHeadAttention, model.blocks[1].attention).out_proj.bias
         expected = model.head(model.final_norm(after_layer_0 + bias)).cpu()
     assert torch.allclose(got, expected, atol=1e-4), "not the logits without layer 1's head"
 
@@ -165,7 +183,11 @@ def the_induction_head_switched_off(logits_without_head, induction_model, x_test
     hint="Remove every hook once the logits are computed (try/finally), and change no "
     "weight: the model must be as it was."
 )
-def the_model_is_unchanged_afterwards(logits_without_head, induction_model, x_test_ind):
+def the_model_is_unchanged_afterwards(
+    logits_without_head: Callable[..., object],
+    induction_model: TinyCausalModel,
+    x_test_ind: torch.Tensor,
+) -> None:
     """afterwards the model has no hooks left and gives its usual logits"""
     model, tokens = induction_model, x_test_ind[:8].to(_device(induction_model))
     with torch.no_grad():
@@ -194,7 +216,9 @@ def _swap(t: int, i: int, j: int) -> torch.Tensor:
     hint="Compare the predicted tokens (argmax) for tokens and for tokens[order]. Without "
     "positions, a query that sees the same bag and keeps its own token cannot change."
 )
-def nothing_changes_outside_the_swap_without_positions(prediction_changes, k_models, x_test):
+def nothing_changes_outside_the_swap_without_positions(
+    prediction_changes: Callable[..., object], k_models: object, x_test: torch.Tensor
+) -> None:
     """tokens 3 and 4 of x_test[0] swapped: the model without positions keeps 0-2 and 5-31"""
     tokens = x_test[0].clone()
     got = answer_tensor(
@@ -210,7 +234,9 @@ def nothing_changes_outside_the_swap_without_positions(prediction_changes, k_mod
     hint="A reordering that leaves the sequence as it was changes no prediction, whatever "
     "the model: reorder with tokens[order]."
 )
-def the_same_sequence_changes_nothing(prediction_changes, k_models, x_test):
+def the_same_sequence_changes_nothing(
+    prediction_changes: Callable[..., object], k_models: object, x_test: torch.Tensor
+) -> None:
     """the identity order, and a swap of two equal tokens of x_test[0]: no change"""
     tokens = x_test[0]
     # 32 tokens of 16 kinds: some token occurs twice.
@@ -238,7 +264,7 @@ def _counts(inputs: torch.Tensor, vocab_size: int) -> torch.Tensor:
     "min(i, window) tokens before i, which two rows of the counts tell: its best guess is "
     "the most frequent, right with probability count / size. Average over the sequences."
 )
-def two_short_sequences(bound_by_position):
+def two_short_sequences(bound_by_position: Callable[..., object]) -> None:
     """two sequences of 6 tokens, k = 1: windows of 2 tokens and of all earlier tokens"""
     counts = _counts(torch.tensor(_TWO_ROWS), 3)
     for window, expected in ((2, [1, 0.75, 0.5, 0.5, 0.75]), (6, [1, 0.75, 2 / 3, 0.5, 0.5])):
@@ -253,7 +279,7 @@ def two_short_sequences(bound_by_position):
     hint="A window of one token sees one token, and the target is that token: the guess is "
     "always right. Return t - k numbers, one per scored position."
 )
-def a_window_of_one_token(bound_by_position, x_test):
+def a_window_of_one_token(bound_by_position: Callable[..., object], x_test: torch.Tensor) -> None:
     """a window of 1 token with k = 1 on the held-out set: 1 at every position"""
     got = answer_tensor(bound_by_position(_counts(x_test, 16), 1, 1), (x_test.shape[1] - 1,))
     assert torch.allclose(got.double(), torch.ones(x_test.shape[1] - 1, dtype=torch.float64))

@@ -10,6 +10,8 @@ done here: see :mod:`._core`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
@@ -28,6 +30,16 @@ def _pair(value: object, shapes: tuple[tuple[int, ...], ...], what: str) -> list
 kv_cache = Exercise("ch7-ex-kv-cache", chapter=7)
 
 
+class _RollingCache(Protocol):
+    """What the checks use of the learner's cache (their class is not known here)."""
+
+    keys: object
+    values: object
+    length: object
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> object: ...
+
+
 def _numbered(start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """Tokens ``start`` to ``stop - 1`` as (1, 1, t, 1) keys (their numbers) and values (minus
     their numbers)."""
@@ -39,7 +51,7 @@ def _numbered(start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, 
     hint="After an append the cache holds the newest min(length, window) tokens: read them "
     "out of the ring from the oldest slot on. `length` counts every token appended."
 )
-def keeps_the_last_four_of_seven_tokens(RollingKVCache):
+def keeps_the_last_four_of_seven_tokens(RollingKVCache: Callable[[int], _RollingCache]) -> None:
     """window 4, appends of 3, 2 and 2 tokens: the last 4, oldest first, and length 7"""
     cache = RollingKVCache(4)
     for start, stop, kept in ((0, 3, [0, 1, 2]), (3, 5, [1, 2, 3, 4]), (5, 7, [3, 4, 5, 6])):
@@ -59,7 +71,7 @@ def keeps_the_last_four_of_seven_tokens(RollingKVCache):
     "append into them in place, token p into slot p % window: an append that reaches the end "
     "goes on at slot 0."
 )
-def puts_token_p_in_slot_p_mod_4(RollingKVCache):
+def puts_token_p_in_slot_p_mod_4(RollingKVCache: Callable[[int], _RollingCache]) -> None:
     """the same appends in float16: the buffers, allocated once and written in place, hold
     tokens 4, 5, 6, 3 in slots 0 to 3"""
     cache = RollingKVCache(4)
@@ -88,7 +100,7 @@ position_ids = Exercise("ch7-ex-position-ids", chapter=7)
     hint="A real token's id is the number of real tokens before it in its row: which running "
     "operation over a row counts what came before? Every pad gets 0."
 )
-def the_pages_left_padded_prompts(shifted_positions):
+def the_pages_left_padded_prompts(shifted_positions: Callable[..., object]) -> None:
     """the section's two prompts, 4 pads before the short one, nothing cached"""
     mask = torch.tensor([[False] * 8, [True] * 4 + [False] * 4])
     got = answer_tensor(shifted_positions(mask, torch.zeros(2, dtype=torch.long)), (2, 8))
@@ -103,7 +115,7 @@ def the_pages_left_padded_prompts(shifted_positions):
     hint="Pads after the real tokens get 0 too, and each row goes on from its own cache: work "
     "out the ids of this example by hand and compare them with yours."
 )
-def pads_on_both_sides_after_a_cache(shifted_positions):
+def pads_on_both_sides_after_a_cache(shifted_positions: Callable[..., object]) -> None:
     """pads on both sides, after 2, 0 and 5 cached tokens"""
     mask = torch.tensor(
         [[True, False, False, False, True, True], [False, False] + [True] * 4, [True] * 6]
@@ -120,10 +132,10 @@ SCORES = torch.tensor([[-INF, -INF, 1.0, 2.0, 0.5, -1.0], [1000.0, 999.0, 2.0, -
 VALUES = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, -1.0]])
 
 
-def _states(online_step) -> tuple[torch.Tensor, ...]:
+def _states(online_step: Callable[..., object]) -> tuple[torch.Tensor, ...]:
     """m, ell and o after each block of two keys, from the empty state: (3, 2), (3, 2) and
     (3, 2, 2)."""
-    state = (torch.full((2,), -INF), torch.zeros(2), torch.zeros(2, 2))
+    state: tuple[torch.Tensor, ...] = (torch.full((2,), -INF), torch.zeros(2), torch.zeros(2, 2))
     after = []
     for start in range(0, 6, 2):
         blocks = SCORES[:, start : start + 2].clone(), VALUES[start : start + 2].clone()
@@ -139,7 +151,7 @@ def _states(online_step) -> tuple[torch.Tensor, ...]:
     hint="m is the largest score so far and ell the sum of e^(score - m) so far: rescale the "
     "old sum by e^(m - m') when m grows, and subtract 0 while m is -inf."
 )
-def m_and_ell_after_each_block(online_step):
+def m_and_ell_after_each_block(online_step: Callable[..., object]) -> None:
     """m and ell after each block of two scores, for two rows, from the empty state"""
     m, ell, _ = _states(online_step)
     expected_m = torch.tensor([[-INF, 1000.0], [2.0, 1000.0], [2.0, 1001.0]])
@@ -153,7 +165,7 @@ def m_and_ell_after_each_block(online_step):
     hint="o is rescaled with ell and gains e^(score - m) times each value: after the last "
     "block o / ell is softmax(scores) @ values."
 )
-def o_ends_as_the_attention_output(online_step):
+def o_ends_as_the_attention_output(online_step: Callable[..., object]) -> None:
     """o is 0 after a hidden block, and o / ell is softmax(scores) @ values at the end"""
     _, ell, o = _states(online_step)
     assert torch.equal(o[0, 0], torch.zeros(2)), f"o of the hidden block is {o[0, 0].tolist()}"
@@ -185,7 +197,7 @@ SHAPES = ((1, 4, 2, 4), (1, 2, 4, 3))  # the output (b, h, t, d_h), the scores (
     "position, fold it as your code does and read the rows: each hides the keys after its "
     "position."
 )
-def the_folded_scores_of_a_small_example(folded_attention):
+def the_folded_scores_of_a_small_example(folded_attention: Callable[..., object]) -> None:
     """the (1, 2, 4, 3) folded scores: 4 query heads, 2 key/value heads, 1 cached token"""
     _, scores = _pair(folded_attention(Q, K, V), SHAPES, "the pair (output, scores)")
     expected = torch.tensor(
@@ -199,7 +211,7 @@ def the_folded_scores_of_a_small_example(folded_attention):
     hint="Compare your output with plain attention computed one query head at a time, on the "
     "key/value head of its group, as in chapter 4."
 )
-def the_output_of_a_small_example(folded_attention):
+def the_output_of_a_small_example(folded_attention: Callable[..., object]) -> None:
     """the (1, 4, 2, 4) output of the same example"""
     out, _ = _pair(folded_attention(Q, K, V), SHAPES, "the pair (output, scores)")
     expected = torch.tensor(
@@ -228,7 +240,7 @@ def _bytes(value: object) -> float:
     hint="Which (1, h, t, t) tensors of the explicit attend are alive at once? Under "
     "torch.no_grad(), does a layer still hold them when the next one runs?"
 )
-def the_colleagues_prompt_in_one_pass(explicit_peak_bytes):
+def the_colleagues_prompt_in_one_pass(explicit_peak_bytes: Callable[..., object]) -> None:
     """16 000 tokens, 12 heads, 24 layers, float32, in one pass: 24.576 GB"""
     got = _bytes(explicit_peak_bytes(16_000, 12, 24, 4, 16_000))
     assert got == 24_576_000_000, f"got {got:.6g} bytes"
@@ -238,7 +250,7 @@ def the_colleagues_prompt_in_one_pass(explicit_peak_bytes):
     hint="A chunk's queries meet every key cached so far, their own included: the largest "
     "is the last full chunk or the shorter last one."
 )
-def the_prompt_in_chunks(explicit_peak_bytes):
+def the_prompt_in_chunks(explicit_peak_bytes: Callable[..., object]) -> None:
     """the same prompt in chunks of 1024 tokens, and 11 tokens in chunks of 4"""
     got = _bytes(explicit_peak_bytes(16_000, 12, 24, 4, 1024))
     assert got == 1_509_949_440, f"chunks of 1024: got {got:.6g} bytes"

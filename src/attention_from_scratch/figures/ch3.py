@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import Circle, FancyArrowPatch, Rectangle
 from matplotlib.path import Path
 from matplotlib.transforms import Affine2D
 
@@ -124,7 +123,7 @@ def draw_causal_graph(
                 )
         for i in range(t):
             ax.add_patch(
-                plt.Circle((xs[i], base), 0.13, facecolor="white", edgecolor="black", zorder=3)
+                Circle((xs[i], base), 0.13, facecolor="white", edgecolor="black", zorder=3)
             )
             write(ax, xs[i], base, str(i), zorder=4)
             write(ax, xs[i], base - 0.2, labels[i], va="top", rotation=30, zorder=4)

@@ -8,6 +8,7 @@ the other figures draw the chapter's fixed sizes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from matplotlib.axes import Axes
@@ -155,7 +156,7 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             arrow(ax, (x0 + 0.06, middle + 0.2), (x1 - 0.06, middle + 0.2))
             write(ax, (x0 + x1) / 2, middle + 0.26, split, va="bottom", size=LABEL_PT)
             arrow(ax, (x1 - 0.06, middle - 0.2), (x0 + 0.06, middle - 0.2), colour="#555555")
-            grey = {"va": "top", "color": "#555555", "size": LABEL_PT}
+            grey: dict[str, Any] = {"va": "top", "color": "#555555", "size": LABEL_PT}
             write(ax, (x0 + x1) / 2, middle - 0.26, merge, **grey)
     return fig
 

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from .._checks import check_positive_int
@@ -62,7 +63,7 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
     n = x.untyped_storage().nbytes() // x.element_size()  # the whole storage
     rows, cols = x.shape
     stride = x.stride()
-    offset = x.storage_offset()
+    offset: int = x.storage_offset()  # type: ignore[assignment]  # a SymInt only when traced
     storage = torch.as_strided(x, (n,), (1,), 0).detach().cpu()
     order = [offset + i * stride[0] + j * stride[1] for i in range(rows) for j in range(cols)]
     jumps = [b - a for a, b in pairwise(order)]
@@ -125,8 +126,8 @@ def draw_strided_read(x: torch.Tensor, *, name: str = "x") -> Figure:
             write(ax, *below, index.format(k), va="top", color="#555555", **style)
         write(ax, 0.15, top + 0.08, "storage", ha="left", va="bottom", **style)
         title = [f"{name}:", f"shape {tuple(x.shape)}, stride {tuple(stride)}"]
-        title = fitted(width / 2, top + 0.4, title, va="bottom", size=LABEL_PT + 1)
-        height = top + 0.48 + title.get_window_extent().height / fig.dpi
+        heading = fitted(width / 2, top + 0.4, title, va="bottom", size=LABEL_PT + 1)
+        height = top + 0.48 + heading.get_window_extent().height / fig.dpi
         fig.set_figheight(height)
         ax.set_ylim(0, height)
     return fig
@@ -181,13 +182,13 @@ def plot_layout(
 
     rows, cols = x.shape
     row_stride, col_stride = x.stride()
-    offset = x.storage_offset()
+    offset: int = x.storage_offset()  # type: ignore[assignment]  # a SymInt only when traced
     read_by: dict[int, int] = {}  # storage index -> the first row of x that reads it
     for i in range(rows):
         for j in range(cols):
             read_by.setdefault(offset + i * row_stride + j * col_stride, i)
 
-    def colour(k: int) -> str:
+    def colour(k: int) -> str | tuple[float, float, float]:
         if heads is not None:
             return tint(HEAD_COLOURS[(k // heads[1]) % heads[0] % len(HEAD_COLOURS)], 0.45)
         if k not in read_by:
@@ -222,7 +223,7 @@ def plot_layout(
         if heads is not None:
             bottom.legend(
                 handles=[
-                    plt.Rectangle((0, 0), 1, 1, facecolor=colour(i * heads[1]), ec="black")
+                    Rectangle((0, 0), 1, 1, facecolor=colour(i * heads[1]), ec="black")
                     for i in range(heads[0])
                 ],
                 labels=[f"head {i}" for i in range(heads[0])],
@@ -254,7 +255,7 @@ def _draw_cell(
     ax: Axes, left: float, bottom: int, value: object, index: int, colour: object
 ) -> None:
     """One cell of a layout picture: its value above, its storage index below."""
-    ax.add_patch(plt.Rectangle((left, bottom), 1, 1, facecolor=colour, edgecolor="black"))
+    ax.add_patch(Rectangle((left, bottom), 1, 1, facecolor=colour, edgecolor="black"))
     ax.text(
         left + 0.5, bottom + 0.69, f"{value:.3g}", ha="center", va="center", fontsize=_LAYOUT_PT
     )

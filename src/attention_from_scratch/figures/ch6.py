@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -189,7 +190,7 @@ def draw_induction_circuit(
             f'key {target} ("{sequence[target]}"),\nwhich followed the earlier '
             f'"{sequence[query]}" at position {source}'
         )
-        note = {"ha": "left", "size": LABEL_PT}
+        note: dict[str, Any] = {"ha": "left", "size": LABEL_PT}
         write(ax, 0.1, height - 0.1, second, va="top", color=HEAD_COLOURS[1], **note)
         prediction = f'→ the model can predict "{sequence[target]}" at position {query + 1}'
         write(ax, 0.1, height - 0.8, prediction, color=HEAD_COLOURS[1], fontweight="bold", **note)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Circle, Rectangle
 
 from .style import (
     HEAD_COLOURS,
@@ -73,12 +73,12 @@ def draw_kv_cache(prompt_length: int, steps: int) -> Figure:
                 queries = range(length) if step == 0 or not cached else [length - 1]
                 for pos in queries:
                     centre = (left + (pos + 0.5) * cell, y + cell / 2)
-                    ax.add_patch(plt.Circle(centre, cell * 0.16, color=ROLE_COLOURS["query"]))
+                    ax.add_patch(Circle(centre, cell * 0.16, color=ROLE_COLOURS["query"]))
             computed.append(count)
             bottom = top - passes * cell
             title = "with a KV cache" if cached else "without a cache"
             write(ax, left, top + 0.1, title, ha="left", va="bottom", size=LABEL_PT + 1)
-            style = {"ha": "left", "va": "top", "size": LABEL_PT}
+            style: dict[str, Any] = {"ha": "left", "va": "top", "size": LABEL_PT}
             write(ax, left, bottom - 0.08, "position →", color="#555555", **style)
             write(ax, left, bottom - 0.36, f"keys and values computed: {count}", **style)
         for row, (face, name) in enumerate(legend):  # one entry a line: a phone is narrow
@@ -156,7 +156,8 @@ def draw_tiles(num_queries: int, num_keys: int, block_size: int) -> Figure:
         write(ax, left + s * cell / 2, top + 0.32, "key →", va="bottom", size=LABEL_PT)
         write(ax, left - 0.06, top + 0.32, "query ↓", ha="right", va="bottom", size=LABEL_PT)
         legend_top = top - t * cell - 0.15
-        for k, (kind, face, edge, hatch, style) in enumerate(
+        # mypy joins "-" and the dash pattern into a Sequence, which `style` cannot hold.
+        for k, (kind, face, edge, hatch, style) in enumerate(  # type: ignore[assignment]
             (
                 ("computed", fill, "black", None, "-"),
                 ("partly masked", "white", ROLE_COLOURS["mask"], "////", "-"),

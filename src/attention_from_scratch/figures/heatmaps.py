@@ -120,11 +120,15 @@ def _is_real(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _set_ticks(ax: Axes, labels: list[str] | None, rows: int, cols: int) -> None:
+def _set_ticks(
+    ax: Axes, labels: tuple[list[str] | None, list[str] | None] | None, rows: int, cols: int
+) -> None:
     """Label the axes with the tokens, every k-th one only where they would overlap."""
     fig = ax.get_figure()
     box = ax.get_position()
-    width, height = fig.get_size_inches()
+    # The axes' figure, taken to be a Figure (a SubFigure has no size of its own); an axes
+    # in use has one, though get_figure is typed to return None too.
+    width, height = fig.get_size_inches()  # type: ignore[union-attr]
     for axis, n, inches, names in (
         ("x", cols, box.width * width, labels[1] if labels else None),
         ("y", rows, box.height * height, labels[0] if labels else None),
@@ -235,6 +239,7 @@ def plot_attention(
     num_queries, num_keys = matrix.shape
     _check_size("weights", tuple(matrix.shape), "one query and one key")
     row_labels = check_labels("tokens", tokens, num_queries)
+    col_labels: list[str] | None
     if key_tokens is None and row_labels is not None and num_keys == num_queries:
         col_labels = row_labels
     else:
@@ -261,13 +266,18 @@ def plot_attention(
             cmap=cmap,
             limits=_colour_range(matrix, limits),
         )
-        colorbar = ax.get_figure().colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        # An axes that is drawn on has a figure (get_figure is typed to return None too).
+        colorbar = ax.get_figure().colorbar(  # type: ignore[union-attr]
+            image, ax=ax, fraction=0.046, pad=0.04
+        )
         colorbar.ax.tick_params(labelsize=FONT_PT)
         if title:
             ax.set_title(title)
     except Exception:
         if own_figure:
-            plt.close(ax.get_figure())  # a failed call leaves no half-drawn figure behind
+            # a failed call leaves no half-drawn figure behind; the figure made above is a
+            # Figure, though get_figure is typed to return a SubFigure or None too
+            plt.close(ax.get_figure())  # type: ignore[arg-type]
         raise
     return ax
 
@@ -369,7 +379,12 @@ def plot_attention_heads(
                 ax.set_ylabel("")
             if row < rows - 1 and (row + 1) * cols + col < num_heads:
                 ax.set_xlabel("")
-        colorbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=min(1.0, 4.0 / height))
+        # num_heads >= 1: the loop drew at least one heatmap, so image is not None.
+        colorbar = fig.colorbar(
+            image,  # type: ignore[arg-type]
+            ax=axes.ravel().tolist(),
+            shrink=min(1.0, 4.0 / height),
+        )
         colorbar.ax.tick_params(labelsize=FONT_PT)
         if title:
             fig.suptitle(title)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -25,6 +25,9 @@ from matplotlib.text import Text
 # The palette, for every figure module (views read it from palette too).
 from ..palette import HEAD_COLOURS as HEAD_COLOURS
 from ..palette import ROLE_COLOURS as ROLE_COLOURS
+
+if TYPE_CHECKING:  # matplotlib.typing is new in matplotlib 3.8
+    from matplotlib.typing import ColorType
 
 # The book's column is about 7 inches wide: a wider figure is scaled down until its labels
 # cannot be read.
@@ -72,6 +75,7 @@ def inch_figure(width: float, height: float) -> Iterator[tuple[Figure, Axes]]:
 def tint(colour: str, strength: float) -> tuple[float, float, float]:
     """``colour`` mixed with white: 0 is white, 1 the colour itself."""
     strength = min(max(strength, 0.0), 1.0)
+    # tuple() of a generator is typed tuple[float, ...]; to_rgb gives three numbers.
     return tuple(1 - strength * (1 - c) for c in to_rgb(colour))  # type: ignore[return-value]
 
 
@@ -123,12 +127,14 @@ def shaded_block(
     rows, cols = values.shape
     scale = scale or float(values.abs().max()) or 1.0
     colour_map = plt.get_cmap(cmap) if cmap else None
+    face: tuple[float, float, float]
     for i in range(rows):
         for j in range(cols):
             value = float(values[i, j])
             share = min(abs(value) / scale, 1.0)
             if colour_map is not None:
-                face = tuple(colour_map(share)[:3])
+                # RGB of the map's RGBA; tuple() of it is typed tuple[float, ...].
+                face = tuple(colour_map(share)[:3])  # type: ignore[assignment]
             else:
                 face = tint(colour, 0.12 + 0.78 * share)
             grid_cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.8)
@@ -150,7 +156,7 @@ def arrow(
     rad: float = 0.0,
     alpha: float = 1.0,
     style: str = "-|>",
-    linestyle: str = "-",
+    linestyle: str | tuple[float, Sequence[float]] = "-",  # a name, or (offset, dashes)
 ) -> None:
     """An arrow from ``start`` to ``end`` (inches), bent by ``rad`` (0: straight)."""
     ax.add_patch(
@@ -179,7 +185,7 @@ def write(ax: Axes, x: float, y: float, text: str, *, size: float = FONT_PT, **s
     return ax.text(x, y, text, **{"ha": "center", "va": "center", "fontsize": size, **style})
 
 
-def legend_row(ax: Axes, x: float, y: float, items: Sequence[tuple[str, str]]) -> None:
+def legend_row(ax: Axes, x: float, y: float, items: Sequence[tuple[ColorType, str]]) -> None:
     """A row of coloured squares with their names, starting at (x, y) in inches."""
     for colour, name in items:
         ax.add_patch(Rectangle((x, y - 0.07), 0.16, 0.16, facecolor=colour, edgecolor="black"))

@@ -90,6 +90,7 @@ def head_view_data(
     labels = check_labels(tokens, MAX_HEAD_TOKENS)
     t = len(labels)
     layers = _layers(weights, t)
+    names: list[str] | None
     if layer_names is None:
         names = [f"layer {n}" for n in range(len(layers))]
     else:

@@ -15,7 +15,7 @@ heads.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -30,14 +30,26 @@ MAX_TOKENS = 16
 #: The colour roles it draws: keys and values computed, what a cache keeps.
 COLOURS = {role: ROLE_COLOURS[role] for role in ("key", "value", "cache")}
 
+if TYPE_CHECKING:  # for mypy only: the module imports no chapter module
 
-def _check_layer(layer: object) -> nn.Module:
+    class _AttentionLayer(nn.Module):
+        """What the stepper reads of a layer (chapter 7's ``CachedAttention``)."""
+
+        W_query: nn.Linear
+        W_key: nn.Linear
+        W_value: nn.Linear
+        out_proj: nn.Linear
+        num_heads: int
+
+
+def _check_layer(layer: object) -> _AttentionLayer:
     needed = ("W_query", "W_key", "W_value", "out_proj", "num_heads")
     if not isinstance(layer, nn.Module) or not all(hasattr(layer, n) for n in needed):
         raise TypeError(
             "layer: expected a multi-head attention layer such as CachedAttention "
             f"(chapter 7), got {type(layer).__name__}"
         )
+    layer = cast("_AttentionLayer", layer)  # a module with the attributes it needs
     if layer.W_query.bias is not None or layer.W_key.weight.shape != layer.W_query.weight.shape:
         raise ValueError(
             "layer: expected projections without bias and as many key heads as query heads"

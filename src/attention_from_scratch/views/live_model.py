@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -36,6 +36,23 @@ HELD_OUT_SEED = 2
 
 IGNORED = -100  # the chapter's IGNORE_INDEX: a target no model could predict
 
+if TYPE_CHECKING:  # for mypy only: the module imports no chapter module
+
+    class _CausalModel(nn.Module):
+        """What the view reads of chapter 6's ``TinyCausalModel``."""
+
+        vocab_size: int
+        d_model: int
+        context_length: int
+
+        def embed(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor: ...
+
+    class _AttentionLayer(nn.Module):
+        """What it reads of each attention layer (chapter 4's ``MultiHeadAttention``)."""
+
+        num_heads: int
+        head_dim: int
+
 
 def encode_floats(x: torch.Tensor) -> dict[str, Any]:
     """A tensor as ``{"shape": [...], "data": base64}`` of little-endian float32 numbers,
@@ -44,12 +61,13 @@ def encode_floats(x: torch.Tensor) -> dict[str, Any]:
     return {"shape": list(x.shape), "data": base64.b64encode(array.tobytes()).decode("ascii")}
 
 
-def _check_model(model: object) -> nn.Module:
+def _check_model(model: object) -> _CausalModel:
     names = {"embedding.weight", "head.weight"}
     if not isinstance(model, nn.Module) or not hasattr(model, "embed"):
         raise TypeError(
             f"model: expected a TinyCausalModel (chapter 6), got {type(model).__name__}"
         )
+    model = cast("_CausalModel", model)  # a module with embed: taken to be one
     state = model.state_dict()
     if not names <= state.keys():
         raise TypeError(
@@ -117,10 +135,10 @@ def _check_token_list(name: str, tokens: object, vocab: int, longest: int) -> li
     return list(tokens)
 
 
-def attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+def attention_layers(model: nn.Module) -> list[tuple[str, _AttentionLayer]]:
     """The model's attention layers in order, with their names in its state dict."""
     return [
-        (name, module)
+        (name, cast("_AttentionLayer", module))  # it has W_query and num_heads
         for name, module in model.named_modules()
         if hasattr(module, "W_query") and hasattr(module, "num_heads")
     ]
@@ -276,6 +294,7 @@ def live_model(
     Introduced in chapter 6.
     """
     data = live_model_data(model, tokens, held_out=held_out, labels=labels)
+    model = cast("_CausalModel", model)  # live_model_data has checked it
     names = data["config"]["labels"] or [str(i) for i in range(model.vocab_size)]
     rows = [
         [str(i), names[token], f"{names[best]} ({prob:.0%})"]
