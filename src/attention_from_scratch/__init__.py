@@ -47,6 +47,7 @@ from .multihead import (
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
     WideMultiHeadAttention,
+    grouped_attention,
     head_attention,
 )
 from .positions import (
@@ -124,6 +125,7 @@ __all__ = [
     "describe_layout",
     "evaluate",
     "generate",
+    "grouped_attention",
     "head_attention",
     "induction_scores",
     "induction_task",

@@ -106,9 +106,9 @@ def head_attention(
     versions chapter 4 runs on; not promised everywhere, so give every query
     a key).
 
-    The explicit path leaves every check to :func:`attention`; the fused path
+    The explicit path leaves the checks to :func:`attention`; the fused path
     checks the arguments with ``check_attention_inputs`` before SDPA, whose
-    errors do not name them. Either way a call is checked once.
+    errors do not name them.
 
     Args:
         queries: ``(..., t, d_h)``, e.g. ``(b, h, t, d_h)``.
@@ -143,23 +143,16 @@ def head_attention(
             "yours (mask | future)"
         )
     if not fused:
-        # attention checks every argument itself: no check here, so a call
-        # is checked once. The causal mask needs only the two token counts;
-        # where they cannot be read, attention refuses the tensors anyway.
+        # attention checks every argument itself: no check here. The causal
+        # mask needs only the two token counts; where they cannot be read,
+        # attention refuses the tensors anyway.
         if is_causal and min(_rank(queries), _rank(keys)) >= 2:
             t, s = queries.shape[-2], keys.shape[-2]
             ones = torch.ones(t, s, dtype=torch.bool, device=queries.device)
             mask = ones.triu(1)  # (t, s): key j > query i is hidden
-        if not enable_gqa:
-            return attention(queries, keys, values, mask, dropout_p=dropout_p)
-        # Each key/value head attends for its group of query heads at once:
-        # attention broadcasts the keys' group axis of size 1 over the g heads.
-        groups, keys, values, mask = _grouped(queries, keys, values, mask)
-        context, weights = attention(
-            groups, keys, values, mask, dropout_p=dropout_p
-        )  # (..., h_kv, g, t, d_h) and (..., h_kv, g, t, s)
-        # (..., h, t, d_h) and (..., h, t, s): the heads in order
-        return context.flatten(-4, -3), weights.flatten(-4, -3)
+        if enable_gqa:  # chapter 7's heads that share keys and values
+            return grouped_attention(queries, keys, values, mask, dropout_p)
+        return attention(queries, keys, values, mask, dropout_p=dropout_p)
     # SDPA's own errors would not name our arguments: check them first (on the
     # grouped views, whose leading dimensions must broadcast like any others).
     checked = (queries, keys, values, mask)
@@ -182,6 +175,41 @@ def head_attention(
         **extra,
     )  # (..., t, d_h)
     return context, None
+
+
+def grouped_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of query heads that share key/value heads, on the explicit path.
+
+    Key/value head ``j`` serves query heads ``j g`` to ``(j + 1) g - 1``, ``g = h / h_kv``:
+    the result equals :func:`attention` on keys and values repeated ``g`` times per head
+    (``repeat_interleave`` on dimension -3), without making the copies.
+
+    Args:
+        queries: ``(..., h, t, d_h)``.
+        keys: ``(..., h_kv, s, d_h)``, ``h_kv`` a divisor of ``h``.
+        values: ``(..., h_kv, s, d_h)``.
+        mask: ``None`` or a bool tensor, ``True`` = hidden, that broadcasts to
+            ``(..., h, t, s)``.
+        dropout_p: the probability of zeroing a weight.
+
+    Returns:
+        ``(context, weights)``: ``(..., h, t, d_h)`` and ``(..., h, t, s)``.
+
+    Introduced in chapter 7; :func:`head_attention` calls it with ``enable_gqa``.
+    """
+    groups, keys, values, mask = _grouped(queries, keys, values, mask)
+    # attention broadcasts the size-1 axis of keys and values over the g heads
+    context, weights = attention(
+        groups, keys, values, mask, dropout_p=dropout_p
+    )  # (..., h_kv, g, t, d_h) and (..., h_kv, g, t, s)
+    # (..., h, t, d_h) and (..., h, t, s): the heads back in order
+    return context.flatten(-4, -3), weights.flatten(-4, -3)
 
 
 def _grouped(
