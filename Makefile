@@ -49,6 +49,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The slow tests and the HTML checks mostly wait on kernels, sandboxes and Chromium, each
+# running one thread: JOBS of them run side by side (pytest-xdist; JOBS=1 runs one at a
+# time), each test file in one process, since a file's tests share what its fixtures build.
+JOBS ?= 2
+PARALLEL := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not book and not slow"
 
@@ -56,7 +62,7 @@ unit: $(STAMP)
 # submission, which also fails on any cell that raises (what nbmake checks); the student
 # edition runs once more. The book build is the only other execution.
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest -m slow $(PARALLEL)
 
 # Every chapter through nbmake alone, for a quick local check.
 nbmake: $(STAMP)
@@ -65,7 +71,7 @@ nbmake: $(STAMP)
 # Checks of the built HTML, and every page opened offline in Chromium and checked with axe-core
 # (WCAG 2.1 A/AA, light and dark; tools/browser_checks.py). Without Chromium those are skipped.
 html-checks: $(STAMP)
-	$(BIN)/python -m pytest -m book
+	$(BIN)/python -m pytest -m book $(PARALLEL)
 
 workflows: $(STAMP)
 	$(BIN)/zizmor --offline --min-severity low .github/workflows

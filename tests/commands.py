@@ -24,7 +24,7 @@ from book_info import ROOT
 NOX = importlib.util.find_spec("nox") is not None
 PYTHON = re.compile(r"python(3(\.\d+)?)?")
 # pytest options that take a value; `--deselect` names a test, which must exist too.
-PYTEST_VALUES = {"-m", "-k", "-p", "-c", "--rootdir"}
+PYTEST_VALUES = {"-m", "-k", "-p", "-c", "--rootdir", "-n", "--dist"}
 
 
 def script_lines(path: Path) -> list[tuple[str, dict[str, str]]]:

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from attention_from_scratch.views import View, attention_explorer, head_view
 from attention_from_scratch.views.explorer import explorer_data
 from attention_from_scratch.views.heads import LINE_THRESHOLD, head_view_data
 from attention_from_scratch.views.widget import MAX_VIEW_BYTES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import browser_checks
 
 VIEWS_JS = Path(str(resources.files("attention_from_scratch.views").joinpath("js")))
 NODE_TEST = Path(__file__).parent / "js" / "views_a.test.js"
@@ -254,10 +258,10 @@ BROWSER_TEST = Path(__file__).parent / "js" / "views_a_browser.mjs"
 
 def drive(root: Path, pages: list[str], shots: Path) -> list[dict]:
     """Run tests/js/views_a_browser.mjs on ``pages`` (relative to ``root``)."""
-    node = shutil.which("node")
     chromium = shutil.which(os.environ.get("CHROMIUM", "")) or shutil.which("chromium")
-    if node is None or chromium is None or not (TOOLS / "node_modules" / "axe-core").is_dir():
-        pytest.skip("needs Node, Chromium and tools/browser's packages (browser_checks.py)")
+    if shutil.which("node") is None or chromium is None:
+        pytest.skip("needs Node and Chromium (browser_checks.py)")
+    node = browser_checks.ensure_packages()  # axe-core and playwright-core, once
     shots.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [node, str(BROWSER_TEST), chromium, str(root), str(TOOLS), str(shots), *pages],

@@ -15,6 +15,7 @@ import math
 import re
 import shutil
 import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from attention_from_scratch.views.kv_cache import kv_cache_data, kv_cache_steppe
 from attention_from_scratch.views.live_model import HELD_OUT_SAMPLE, live_model, live_model_data
 from attention_from_scratch.views.tiles import tiles_data, tiles_stepper
 from attention_from_scratch.views.widget import MAX_VIEW_BYTES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import browser_checks
 
 NODE = shutil.which("node")
 JS_TEST = Path(__file__).parent / "js" / "views_b.test.js"
@@ -337,8 +341,9 @@ def test_views_work_with_the_keyboard_offline_and_accessibly(tmp_path) -> None:
     Screenshots are left in the test's folder."""
     tools = ROOT / "tools" / "browser"
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if NODE is None or chromium is None or not (tools / "node_modules" / "axe-core").is_dir():
-        pytest.skip("needs Node, Chromium and tools/browser's packages (browser_checks.py)")
+    if NODE is None or chromium is None:
+        pytest.skip("needs Node and Chromium (browser_checks.py)")
+    browser_checks.ensure_packages()  # axe-core and playwright-core, once
     inputs, targets = induction_task(24, 20, 16, min_period=3, max_period=10, seed=2)
     torch.manual_seed(123)
     layer = CachedAttention(16, 16, 10, dropout=0.0, num_heads=4).eval()

@@ -53,16 +53,31 @@ def book_pages(root: Path = BUILD_HTML) -> list[str]:
     )
 
 
+def ensure_packages() -> str:
+    """Install this folder's npm packages (axe-core, playwright-core) once; return node's path.
+
+    Test processes running side by side may call it at once: a lock file lets one install
+    while the others wait."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise FileNotFoundError("Node.js and npm are needed (https://nodejs.org)")
+    with open(TOOL / ".install-lock", "w") as lock:
+        if os.name == "posix":  # Windows runs the tests one at a time
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (TOOL / "node_modules" / "axe-core").exists():
+            command = [npm, "ci", "--no-audit", "--no-fund", "--silent"]
+            subprocess.run(command, cwd=TOOL, check=True)
+    return node
+
+
 def run(pages: list[str], root: Path = BUILD_HTML, chromium: str | None = None) -> list[Any]:
     """Check ``pages`` (paths relative to ``root``); one report per page and colour mode."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise FileNotFoundError("no Chromium found (install it, or set CHROMIUM)")
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        raise FileNotFoundError("Node.js and npm are needed (https://nodejs.org)")
-    if not (TOOL / "node_modules" / "axe-core").exists():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=TOOL, check=True)
+    node = ensure_packages()
     result = subprocess.run(
         [node, "check.mjs", chromium, str(root), *pages],
         cwd=TOOL,
