@@ -104,17 +104,25 @@ class GroupedQueryAttention(CachedAttention):
         return f"{super().extra_repr()}, num_kv_heads={self.num_kv_heads}"
 
 
-class RotaryGroupedQueryAttention(RotaryMultiHeadAttention, GroupedQueryAttention):
+class RotaryGroupedQueryAttention(
+    RotaryMultiHeadAttention,
+    GroupedQueryAttention,
+):
     """Grouped-query attention with rotary positions and a KV cache: the
-    attention layer of Llama-style models (Touvron et al., 2023; Ainslie et
-    al., 2023).
+    attention layer of Llama 2's 34B and 70B models and of every Llama 3
+    model (Touvron et al., 2023; Grattafiori et al., 2024; Ainslie et al.,
+    2023).
 
     Nothing is written here: the class takes chapter 6's rotation step
     (:class:`~attention_from_scratch.RotaryMultiHeadAttention` replaces
     ``project``, rotating queries and keys for their positions from
     ``offset`` on) and chapter 7's layer (the padding mask, the KV cache,
     whose new tokens start at ``offset = past``, and the shared key/value
-    heads). Its arguments are :class:`GroupedQueryAttention`'s, then
+    heads). Python's method resolution order puts the rotary class first:
+    its ``project`` runs, and its ``super()`` calls pass through the
+    grouped and cached layers to chapter 4's ``MultiHeadAttention``; its
+    ``__init__`` passes ``num_kv_heads`` on to :class:`GroupedQueryAttention`
+    the same way. Its arguments are :class:`GroupedQueryAttention`'s, then
     ``base`` and ``interleaved``; with ``num_kv_heads == num_heads`` and no
     cache it computes what ``RotaryMultiHeadAttention`` computes, and loads
     its state dict.

@@ -188,7 +188,9 @@ def grouped_attention(
 
     Key/value head ``j`` serves query heads ``j g`` to ``(j + 1) g - 1``, ``g = h / h_kv``:
     the result equals :func:`attention` on keys and values repeated ``g`` times per head
-    (``repeat_interleave`` on dimension -3), without making the copies.
+    (``repeat_interleave`` on dimension -3). The repeat is a broadcast over a group axis, so
+    no copy is kept, but ``matmul`` still expands the keys and values ``g`` times inside
+    each of its two batched products (chapter 7 measures it; its folded form avoids it).
 
     Args:
         queries: ``(..., h, t, d_h)``.
@@ -204,7 +206,8 @@ def grouped_attention(
     Introduced in chapter 7; :func:`head_attention` calls it with ``enable_gqa``.
     """
     groups, keys, values, mask = _grouped(queries, keys, values, mask)
-    # attention broadcasts the size-1 axis of keys and values over the g heads
+    # attention's matmuls broadcast the size-1 axis of keys and values over
+    # the g heads of each group, expanding them to g copies for the product
     context, weights = attention(
         groups, keys, values, mask, dropout_p=dropout_p
     )  # (..., h_kv, g, t, d_h) and (..., h_kv, g, t, s)
