@@ -362,10 +362,12 @@ class AccuracyByPosition(GradedExercise):
             "the accuracy at every position of sequences placed at positions offset, offset + "
             "1, ...",
             "The model's forward pass starts every sequence at position 0: run its steps "
-            "yourself, as the page does when it removes a path, giving the offset to the two "
-            "places where positions enter (the embedding, and the rotary layers' projection). "
-            "Then average the right predictions over the sequences, one column at a time, "
-            "counting only the targets that are not IGNORE_INDEX.",
+            "yourself, as the page does when it removes a path, giving the offset to the "
+            "embedding, where learned and sinusoidal positions enter. A rotary layer sees only "
+            "the distance between a query and a key, which an offset shared by both leaves as "
+            "it is: its blocks need none. Then average the right predictions over the "
+            "sequences, one column at a time, counting only the targets that are not "
+            "IGNORE_INDEX.",
         ),
         Check(
             "edges",

@@ -13,6 +13,8 @@ import pytest
 import torch
 from helpers import randn
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 import attention_from_scratch as afs
 
@@ -53,7 +55,16 @@ MODULE_CASES: dict[str, tuple[Callable[[], nn.Module], list[tuple[int, ...]]]] =
         lambda: afs.GroupedQueryAttention(5, 8, 8, 0.0, num_heads=4, num_kv_heads=1, fused=True),
         [(2, 8, 5)],
     ),
+    "RotaryMultiHeadAttention": (
+        lambda: afs.RotaryMultiHeadAttention(5, 8, 8, 0.0, num_heads=2, qkv_bias=True),
+        [(2, 8, 5)],
+    ),
+    "RotaryGroupedQueryAttention": (
+        lambda: afs.RotaryGroupedQueryAttention(5, 8, 8, 0.0, num_heads=4, num_kv_heads=2),
+        [(2, 8, 5)],
+    ),
 }
+ROTARY_CASES = [case for case in MODULE_CASES if case.startswith("Rotary")]
 CASE_IDS = list(MODULE_CASES)
 
 
@@ -171,6 +182,35 @@ def test_mask_buffer_follows_the_module_but_keeps_its_dtype(case: str) -> None:
     module.to("meta")
     assert module.mask.device.type == "meta"
     assert module.W_query.weight.device.type == "meta"
+
+
+class NoFloat64OffTheCpu(TorchFunctionMode):
+    """Refuses, like Apple's MPS, any float64 tensor on a device other than the CPU."""
+
+    def __torch_function__(
+        self,
+        func: Callable[..., object],
+        types: object,
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
+        result = func(*args, **(kwargs or {}))
+        for leaf in tree_leaves(result):
+            if not isinstance(leaf, torch.Tensor) or leaf.dtype != torch.float64:
+                continue
+            if leaf.device.type != "cpu":
+                raise TypeError(f"a float64 tensor on {leaf.device}, which has no float64")
+        return result
+
+
+@pytest.mark.parametrize("case", ROTARY_CASES)
+def test_rotary_layers_run_on_a_device_without_float64(case: str) -> None:
+    # The meta device stands in for MPS; the mode refuses float64 there, as MPS does.
+    module, inputs = build(case)
+    with NoFloat64OffTheCpu(), torch.no_grad():
+        module.to("meta")
+        out = module(*[x.to("meta") for x in inputs])
+    assert out.device.type == "meta" and out.dtype == torch.float32
 
 
 def test_toy_sentence_and_causal_mask_take_a_device_and_dtype() -> None:

@@ -131,6 +131,31 @@ def test_rotary_preserves_norms() -> None:
     assert torch.allclose(rope(x, offset=1000).norm(dim=-1), x.norm(dim=-1), atol=1e-5)
 
 
+def test_rotary_frequencies_stay_float64_on_the_cpu_whatever_the_model_moves_to() -> None:
+    # Module.to moves buffers and keeps their dtype: a float64 buffer could not go to Apple's
+    # MPS, and .to(torch.bfloat16) would round it. The frequencies are no buffer.
+    model = TinyCausalModel(16, d_model=32, context_length=64, positions="rotary")
+    tensors = [*model.parameters(), *model.buffers()]
+    assert tensors and all(t.dtype != torch.float64 for t in tensors)
+    model.to(torch.bfloat16).to("meta")
+    rope = model.blocks[0].attention.rope
+    assert rope.inv_freq.dtype == torch.float64 and rope.inv_freq.device.type == "cpu"
+    assert model.head.weight.device.type == "meta"
+
+
+def test_rotary_in_bfloat16_rotates_like_float32_then_cast() -> None:
+    torch.manual_seed(9)
+    layer = RotaryMultiHeadAttention(6, 16, 8, 0.0, num_heads=2).to(torch.bfloat16)
+    x = torch.randn(2, 2, 5, 8)  # (b, h, t, d_h)
+    for offset in [0, 1000, 4000]:
+        expected = RotaryEmbedding(8)(x, offset).to(torch.bfloat16)
+        got = layer.rope(x.to(torch.bfloat16), offset)
+        assert got.dtype == torch.bfloat16
+        # bfloat16 keeps 8 bits: a few of its steps at |x| < 4. Frequencies rounded to
+        # bfloat16 would be off by up to 0.2 at position 1000.
+        torch.testing.assert_close(got.float(), expected.float(), rtol=0, atol=0.05)
+
+
 @pytest.mark.parametrize(
     ("build", "error", "match"),
     [

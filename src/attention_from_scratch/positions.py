@@ -200,15 +200,19 @@ class RotaryEmbedding(nn.Module):
         interleaved: pair features ``(2i, 2i + 1)`` (``True``) or ``(i, i + d_h / 2)``.
 
     Shape:
-        - Input: ``(..., t, d_h)``, e.g. queries or keys ``(b, h, t, d_h)``; ``offset`` is
-          the position of the first of the ``t`` tokens, so that tokens fed one at a time
-          (keys kept in a cache, already rotated) are rotated as in the full sequence.
-        - Output: the same shape and dtype.
+        - Input: ``(t, d_h)``, ``(b, t, d_h)`` or ``(b, h, t, d_h)``, e.g. queries or keys
+          ``(b, h, t, d_h)``; ``offset`` is the position of the first of the ``t`` tokens,
+          so that tokens fed one at a time (keys kept in a cache, already rotated) are
+          rotated as in the full sequence.
+        - Output: the same shape, dtype and device.
+
+    The frequencies ``inv_freq`` are a float64 tensor on the CPU, not a buffer, so that
+    ``module.to(device)`` and ``module.to(dtype)`` leave them alone: Apple's MPS has no
+    float64, and bfloat16 would round them. The angles, their cosines and sines are computed
+    there too, cast to the input's dtype and then moved to its device.
 
     Introduced in chapter 6.
     """
-
-    inv_freq: torch.Tensor
 
     def __init__(
         self,
@@ -225,8 +229,9 @@ class RotaryEmbedding(nn.Module):
         self.base = _check_base(base)
         self.interleaved = check_bool("interleaved", interleaved)
         two_i = torch.arange(0, head_dim, 2, dtype=torch.float64)  # 2i
-        theta = self.base ** (-two_i / head_dim)  # (d_h / 2,)
-        self.register_buffer("inv_freq", theta, persistent=False)
+        # Not a buffer, which .to would move to a device without float64
+        # (Apple's MPS) or round to bfloat16.
+        self.inv_freq = self.base ** (-two_i / head_dim)  # (d_h / 2,), CPU
 
     def angles(self, num_tokens: int, offset: int = 0) -> torch.Tensor:
         """The rotation angle of every pair at positions ``offset, ..., offset + t - 1``.
@@ -236,7 +241,7 @@ class RotaryEmbedding(nn.Module):
             offset: the first position.
 
         Returns:
-            A float64 tensor of shape ``(t, d_h / 2)``.
+            A float64 tensor of shape ``(t, d_h / 2)``, on the CPU.
         """
         num_tokens = check_positive_int("num_tokens", num_tokens)
         offset = _check_offset(offset)
@@ -244,8 +249,7 @@ class RotaryEmbedding(nn.Module):
             offset,
             offset + num_tokens,
             dtype=torch.float64,
-            device=self.inv_freq.device,
-        )  # (t,)
+        )  # (t,), on the CPU
         return torch.outer(positions, self.inv_freq)  # (t, d_h / 2)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -257,9 +261,10 @@ class RotaryEmbedding(nn.Module):
             last_dim=self.head_dim,
             last_dim_name="head_dim",
         )
-        angles = self.angles(x.shape[-2], offset).to(x.device)
-        cos = torch.cos(angles).to(x.dtype)  # (t, d_h / 2)
-        sin = torch.sin(angles).to(x.dtype)  # (t, d_h / 2)
+        angles = self.angles(x.shape[-2], offset)  # (t, d_h / 2), CPU
+        # Cast first, then move: the device may have no float64 (MPS).
+        cos = torch.cos(angles).to(x.dtype).to(x.device)  # (t, d_h / 2)
+        sin = torch.sin(angles).to(x.dtype).to(x.device)  # (t, d_h / 2)
         if self.interleaved:
             a, b = x[..., 0::2], x[..., 1::2]  # (..., t, d_h / 2) each
         else:

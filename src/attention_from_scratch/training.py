@@ -192,9 +192,9 @@ class TinyCausalModel(nn.Module):
             Block(attention, mlp=mlp, layer_norm=layer_norm)
             for attention in attentions  # in order
         )
-        self.use_mlp = mlp  # whether the blocks have perceptrons
-        d = d_model
-        self.final_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
+        self.final_norm: nn.Module = nn.Identity()
+        if layer_norm:
+            self.final_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
 
     def attention_layer(

@@ -33,13 +33,14 @@ def draw_positions_added(
     positions: torch.Tensor,
     tokens: Iterable[str] | None = None,
 ) -> Figure:
-    """Draw token vectors plus position vectors: ``E + P`` as three grids, row by row.
+    """Draw token vectors plus position vectors: ``E + P`` as three grids, one above the other.
 
     Row ``p`` of each grid is one position: the token's vector, the position vector
-    ``P_p`` and their sum, which is what the first attention layer reads. The cells are
-    coloured on one diverging scale for all three, centred at 0 (white): red positive,
-    blue negative (``RdBu_r``, as chapter 6's heatmap of the sinusoidal encoding),
-    darker for larger magnitudes.
+    ``P_p`` and their sum, which is what the first attention layer reads. The grids are
+    stacked, joined by a plus and an equals sign, so that the figure stays narrow enough to
+    be read unscaled on a phone. The cells are coloured on one diverging scale for all
+    three, centred at 0 (white): red positive, blue negative (``RdBu_r``, as chapter 6's
+    heatmap of the sinusoidal encoding), darker for larger magnitudes.
 
     Args:
         token_vectors: the token embeddings, shape ``(t, d)``, 1 to 10 tokens and 1 to 12
@@ -59,39 +60,42 @@ def draw_positions_added(
     scale = float(torch.stack((e, pos, total)).abs().max()) or 1.0
     longest = max(len(f"{i}: {label}") for i, label in enumerate(labels))
     label_room = 0.15 + 0.075 * longest
-    cell = min(0.3, (DIAGRAM_INCHES - 0.3 - label_room - 1.3) / (3 * d))
-    height = t * cell + 1.0
-    width = label_room + 3 * d * cell + 1.3 + 0.1
+    cell = min(0.3, (DIAGRAM_INCHES - 0.3 - label_room) / d)
+    title, sign_room, legend_room = 0.35, 0.45, 0.5
+    height = 3 * (title + t * cell) + 2 * sign_room + legend_room
+    width = max(label_room + d * cell + 0.1, 2.6)
 
-    def signed(left: float, top: float, matrix: torch.Tensor) -> float:
+    def signed(top: float, matrix: torch.Tensor) -> None:
         for i in range(t):
+            write(ax, label_room - 0.05, top - (i + 0.5) * cell, f"{i}: {labels[i]}", ha="right")
             for j in range(d):
                 face = diverging(0.5 + 0.5 * float(matrix[i, j]) / scale)[:3]
-                grid_cell(ax, left, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.5)
-        grid_frame(ax, left, top, t, d, cell)
-        return d * cell
+                grid_cell(
+                    ax, label_room, top, i, j, cell, facecolor=face, edgecolor="white", lw=0.5
+                )
+        grid_frame(ax, label_room, top, t, d, cell)
 
     diverging = plt.get_cmap("RdBu_r")  # 0 is white, the middle of the scale
+    middle = label_room + d * cell / 2
     with inch_figure(width, height) as (fig, ax):
-        top = height - 0.45
-        for i, label in enumerate(labels):
-            write(ax, label_room - 0.05, top - (i + 0.5) * cell, f"{i}: {label}", ha="right")
-        left = label_room
+        top = height
         parts = (
             (e, "token vectors", "+"),
             (pos, r"positions $P_p$", "="),
             (total, "sum: the input", ""),
         )
         for matrix, name, sign in parts:
-            w = signed(left, top, matrix)
-            write(ax, left + w / 2, top + 0.1, name, va="bottom")
+            write(ax, middle, top - title + 0.1, name, va="bottom")
+            top -= title
+            signed(top, matrix)
+            top -= t * cell
             if sign:
-                write(ax, left + w + 0.32, top - t * cell / 2, sign, size=LABEL_PT + 4)
-            left += w + 0.65
+                write(ax, middle, top - sign_room / 2, sign, size=LABEL_PT + 4)
+                top -= sign_room
         legend_row(
             ax,
             label_room,
-            0.22,
+            legend_room / 2,
             [
                 (diverging(1.0), f"+{scale:.1f}"),
                 (diverging(0.5), "0"),
