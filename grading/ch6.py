@@ -528,7 +528,8 @@ class HeadSwitchedOff(GradedExercise):
             if problem and isinstance(got, Tensor) and got.shape == expected.shape:
                 if np.allclose(got.array, intact, atol=1e-4):
                     return "these are the logits of the intact model"
-                return problem + " (a whole layer, or features after out_proj, switched off?)"
+                if np.isfinite(got.array).all():
+                    return problem + " (a whole layer, or features after out_proj, switched off?)"
             if problem:
                 return problem
             if check == "one_head":
