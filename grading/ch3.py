@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from grader.spec import (
+    FLOAT,
     Call,
     Case,
     Check,
@@ -29,8 +30,6 @@ from grader.spec import (
     problem_with_tensor,
     value_of,
 )
-
-FLOAT = {np.float32: "torch.float32", np.float64: "torch.float64"}
 
 
 def dtype_name(array: np.ndarray) -> str:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 from grader.spec import (
+    FLOAT,
+    ROLES,
     Call,
     Case,
     Check,
@@ -32,18 +34,10 @@ from grader.spec import (
     call,
     describe,
     problem_with_tensor,
+    raised,
+    softmax,
     value_of,
 )
-
-ROLES = ("W_query", "W_key", "W_value")
-FLOAT = {np.float32: "torch.float32", np.float64: "torch.float64"}
-
-
-def softmax(scores: np.ndarray) -> np.ndarray:
-    """The stable softmax along the last axis, in float64 (-inf gives weight 0)."""
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    exps = np.exp(shifted)
-    return exps / exps.sum(axis=-1, keepdims=True)
 
 
 def inputs(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -143,14 +137,6 @@ def weights_of(
             return {}, f"{what}'s {key} should have shape {shape}, got {got.shape}"
         arrays[key] = got.array.astype(np.float64)
     return arrays, None
-
-
-def raised(results: Sequence[StepResult]) -> str | None:
-    """Why the call stopped, if one of its steps raised."""
-    for result in results:
-        if isinstance(result.value, Raised):
-            return f"it raised {result.value.type_name}: {result.value.message}"
-    return None
 
 
 def unchanged_module(results: Sequence[StepResult], state: dict[str, np.ndarray]) -> str | None:

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 from grader.spec import (
+    FLOAT,
+    ROLES,
     Call,
     Case,
     Check,
@@ -34,21 +36,13 @@ from grader.spec import (
     call,
     describe,
     problem_with_tensor,
+    raised,
+    softmax,
     value_of,
 )
 
 IGNORE_INDEX = -100
-FLOAT = {np.float32: "torch.float32", np.float64: "torch.float64"}
-ROLES = ("W_query", "W_key", "W_value")
 CONTEXT = 24  # the context length of the models of ch6-ex-extrapolate
-
-
-def raised(results: Sequence[StepResult]) -> str | None:
-    """Why the call stopped, if one of its steps raised."""
-    for result in results:
-        if isinstance(result.value, Raised):
-            return f"it raised {result.value.type_name}: {result.value.message}"
-    return None
 
 
 def unchanged(after: object, sent: np.ndarray, what: str) -> str | None:
@@ -278,11 +272,6 @@ def sinusoidal(t: int, d: int) -> np.ndarray:
     table = np.zeros((t, d))
     table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles[:, : d // 2])
     return table
-
-
-def softmax(scores: np.ndarray) -> np.ndarray:
-    exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return exps / exps.sum(axis=-1, keepdims=True)
 
 
 def logits_of(

@@ -272,3 +272,25 @@ def describe(value: Returned) -> str:
     if isinstance(value, list):
         return f"a sequence of {len(value)}"
     return f"{type(value).__name__} {value!r}"[:80]
+
+
+# ---- shared by the chapters' checks -----------------------------------------------------------
+
+ROLES = ("W_query", "W_key", "W_value")
+# How a dtype of the inputs is named in feedback.
+FLOAT = {np.float16: "torch.float16", np.float32: "torch.float32", np.float64: "torch.float64"}
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """The stable softmax along the last axis, in float64 (-inf gives weight 0)."""
+    shifted = scores - scores.max(axis=-1, keepdims=True)
+    exps = np.exp(shifted)
+    return exps / exps.sum(axis=-1, keepdims=True)
+
+
+def raised(results: Sequence[StepResult]) -> str | None:
+    """Why the call stopped, if one of its steps raised."""
+    for result in results:
+        if isinstance(result.value, Raised):
+            return f"it raised {result.value.type_name}: {result.value.message}"
+    return None
