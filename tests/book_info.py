@@ -86,5 +86,19 @@ def browser_reports() -> tuple[dict[str, Any], ...]:
     """Every page of the built book opened offline, light and dark, with axe-core's findings
     (tools/browser_checks.py); run once per test session."""
     assert BUILD_HTML.is_dir(), f"{BUILD_HTML} is missing: build the book with `make book` first"
-    pages = browser_checks.book_pages(BUILD_HTML)
-    return tuple(browser_checks.run(pages, BUILD_HTML, chromium()))
+    # Test processes running side by side (make JOBS) share one pass through the browser:
+    # the first writes the reports beside the build, under a lock, and the others read them
+    # unless a page is newer.
+    saved = BUILD_HTML.parent / "browser-reports.json"
+    with open(BUILD_HTML.parent / ".browser-reports.lock", "w") as lock:
+        if os.name == "posix":
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        newest = max(path.stat().st_mtime for path in BUILD_HTML.rglob("*.html"))
+        if saved.exists() and saved.stat().st_mtime > newest:
+            return tuple(json.loads(saved.read_text(encoding="utf-8")))
+        pages = browser_checks.book_pages(BUILD_HTML)
+        reports = browser_checks.run(pages, BUILD_HTML, chromium())
+        saved.write_text(json.dumps(reports), encoding="utf-8")
+    return tuple(reports)
