@@ -49,20 +49,21 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The slow tests and the HTML checks mostly wait on kernels, sandboxes and Chromium, each
-# running one thread: JOBS of them run side by side (pytest-xdist; JOBS=1 runs one at a
-# time), each test file in one process, since a file's tests share what its fixtures build.
+# The HTML checks mostly wait on Chromium: JOBS test files run side by side (pytest-xdist;
+# JOBS=1 runs one at a time). The slow tests run one at a time: the grader already runs two
+# kernels at once.
 JOBS ?= 2
 PARALLEL := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not book and not slow"
 
-# Every chapter runs once alone in a fresh environment, as in Colab, and once graded as a
-# submission, which also fails on any cell that raises (what nbmake checks); the student
-# edition runs once more. The book build is the only other execution.
+# Every chapter runs once graded as a submission, alone in a folder of its own, which also
+# fails on any cell that raises (what nbmake checks); three also run in a fresh environment
+# that installs the package as Colab does; the student edition runs once more. The book
+# build is the only other execution.
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest -m slow $(PARALLEL)
+	$(BIN)/python -m pytest -m slow
 
 # Every chapter through nbmake alone, for a quick local check.
 nbmake: $(STAMP)
