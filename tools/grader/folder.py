@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,22 @@ SCRIPT = Path(__file__).resolve().parent.parent / "grade.py"
 OUTPUTS = {"grades.csv", "feedback", "gradebook.csv"}
 
 
-def run_child(path: Path, config: GradingConfig, student: str | None = None) -> Row:
+def kernel_threads(workers: int) -> dict[str, str]:
+    """The environment of each child: where nobody chose a thread count, its kernel gets a
+    share of the cores. torch's default, one thread per core in each of ``workers`` kernels,
+    oversubscribes them, and OpenMP threads then spend their time waiting on each other."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return dict(os.environ)
+    share = max(1, (os.cpu_count() or 1) // max(1, workers))
+    return {**os.environ, "OMP_NUM_THREADS": str(share)}
+
+
+def run_child(
+    path: Path,
+    config: GradingConfig,
+    student: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Row:
     """Grade one notebook in a process of its own; a process that fails is a row too."""
     with tempfile.TemporaryDirectory(prefix="grade-result-") as scratch:
         out = Path(scratch) / "result.json"
@@ -47,6 +63,7 @@ def run_child(path: Path, config: GradingConfig, student: str | None = None) -> 
                 # The notebook's time, then each exercise's calls (run.CALL_TIMEOUT each).
                 timeout=config.timeout + 1200,
                 check=False,
+                env=env,
             )
             stderr = child.stderr.strip().splitlines()
             status, notes = "grader error", (stderr[-1] if stderr else "")[:200]
@@ -110,12 +127,13 @@ def grade_folder(
         p for p in folder.iterdir() if p.name not in OUTPUTS and not p.name.startswith(".")
     )
     notebooks = [p for p in files if p.suffix == ".ipynb" and p.is_file()]
+    env = kernel_threads(workers)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         keys = students or {}
         graded = dict(
             zip(
                 notebooks,
-                pool.map(lambda p: run_child(p, config, keys.get(p.name)), notebooks),
+                pool.map(lambda p: run_child(p, config, keys.get(p.name), env), notebooks),
                 strict=False,
             )
         )
