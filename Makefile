@@ -59,7 +59,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not book and not slow"
 
 # Every chapter runs once graded as a submission, alone in a folder of its own, which also
-# fails on any cell that raises (what nbmake checks); three also run in a fresh environment
+# fails on any cell that raises (what nbmake checks); one also runs in a fresh environment
 # that installs the package as Colab does; the student edition runs once more. The book
 # build is the only other execution.
 notebooks: $(STAMP)

@@ -81,11 +81,6 @@ class Condition:
 
 # The chapters whose claims rest on training or random draws.
 PORTABLE_CHAPTERS = ("06", "07")
-# The chapters the test suite runs under SUITE_CONDITION; the weekly session runs them all.
-SUITE_CHAPTERS = ("06",)
-# The one condition the test suite runs (tests/test_portability.py): it changes the seed, the
-# CPU kernels and the thread count at once; the others run weekly (`nox -s portability`).
-SUITE_CONDITION = "seed+7,cpu=default,threads=2"
 
 CONDITIONS = {
     condition.name: condition

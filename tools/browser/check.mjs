@@ -43,7 +43,7 @@ const browser = await chromium.launch({
 // button), so a few contexts side by side finish sooner. The results keep the pages' order.
 const jobs = pages.flatMap((name) => MODES.map((mode) => [name, mode]));
 const results = new Array(jobs.length);
-const concurrency = Math.max(1, Number(process.env.AFS_BROWSER_JOBS) || 3);
+const concurrency = Math.max(1, Number(process.env.AFS_BROWSER_JOBS) || 4);
 let next = 0;
 try {
   await Promise.all(
