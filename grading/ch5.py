@@ -1,11 +1,13 @@
 """Chapter 5, "Tensor layout": the graded exercises (grader only, never shipped).
 
-Every answer is a function of a layout (sizes, strides, an offset) that returns another layout
-or a stride, computed from the numbers alone. Each check holds layouts whose sizes, strides or
-offsets have 65 bits or more, which no tensor or array can hold (torch and NumPy store them in
-64 bits): no answer can build a tensor with the layout and read the result off it. The grader
-computes each expected answer here with Python ints, from the stride rules that the tests of
-this file hold to torch's own on small layouts.
+Every answer is a function of a layout (sizes, strides, an offset) that returns another layout,
+an order or the jumps of a run, computed from the numbers alone. Each check holds layouts whose
+sizes, strides or offsets have 65 bits or more, which no tensor or array can hold (torch and
+NumPy store them in 64 bits): no answer can build a tensor with the layout and read the result
+off it. Two exercises ask what no function of torch or NumPy computes, public or private (the
+jumps of a run, dilated windows), so that the stride reasoning cannot be handed to one. The
+grader computes each expected answer here with Python ints, from the stride rules that the
+tests of this file hold to torch's own on small layouts.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from grader.spec import Case, Check, GradedExercise, Raised, call, describe, val
 
 # From this number on, no tensor or array can hold a size, a stride or an offset.
 HUGE = 1 << 64
-# What merged_stride returns for a run of dimensions that all have size 1: any stride.
-ANY = "any"
 
 
 def huge(rng: np.random.Generator) -> int:
@@ -41,10 +41,13 @@ def row_major(shape: Sequence[int]) -> list[int]:
 
 
 def shown(value: object) -> str:
-    """A number, or a tuple of them, as Python that gives it: 3*2**64+17 for a huge one."""
+    """A number, or a tuple of them, as Python that gives it: 3*2**64+17 for a huge one,
+    -(3*2**64+17) for a huge negative one."""
     if isinstance(value, tuple | list):
         inner = ", ".join(shown(item) for item in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, int) and value <= -HUGE:
+        return f"-({shown(-value)})"
     if isinstance(value, int) and value >= HUGE:
         high, low = divmod(value, HUGE)
         return f"{high}*2**64+{low}"
@@ -196,21 +199,22 @@ class ContiguousOrder(GradedExercise):
 # ---- ch5-ex-view-noncontiguous ---------------------------------------------------------------
 
 
-def merged_stride(
+def merge_jumps(
     shape: Sequence[int], strides: Sequence[int], start: int, end: int
-) -> int | str | None:
-    """The stride ``view`` gives dimensions ``start`` to ``end`` merged into one, None when it
-    cannot, ANY when they all have size 1."""
-    kept = [k for k in range(start, end + 1) if shape[k] != 1]
-    if not kept:
-        return ANY
-    for outer, inner in pairwise(kept):
-        if strides[outer] != shape[inner] * strides[inner]:
-            return None
-    return strides[kept[-1]]
+) -> tuple[int, ...]:
+    """The distinct jumps, in increasing order, between the storage indices of consecutive
+    elements of dimensions ``start`` to ``end`` read in row-major order: a step along
+    dimension k moves stride_k and takes every later dimension of the run back from its last
+    index to 0. Dimensions of size 1 are never stepped along."""
+    jumps = set()
+    for k in range(start, end + 1):
+        if shape[k] != 1:
+            back = sum((shape[m] - 1) * strides[m] for m in range(k + 1, end + 1))
+            jumps.add(strides[k] - back)
+    return tuple(sorted(jumps))
 
 
-class MergedStride(GradedExercise):
+class MergeJumps(GradedExercise):
     label = "ch5-ex-view-noncontiguous"
     manual_points = 1
     rubric = (
@@ -224,19 +228,19 @@ class MergedStride(GradedExercise):
         Check(
             "merge",
             2,
-            "the stride of dimensions start to end merged, or None when view must fail",
-            "Walk the run from its last dimension to its first: each step along a dimension "
-            "must land just after the last element of the dimension after it "
-            "(stride_k = size_(k+1) * stride_(k+1)), for every pair of the run, not only the "
-            "first. The merged dimension then steps like the last one.",
+            "the jumps of runs that view can merge and of runs it cannot",
+            "With the storage formula, write the storage index of the element just before a "
+            "step along dimension k (every later index of the run at its last value) and of the "
+            "element just after (those indices back at 0), and subtract. Do it for every "
+            "dimension of the run, not only the last two.",
         ),
         Check(
             "edges",
             1,
-            "runs with dimensions of size 1, and a run of one dimension",
-            "A dimension of size 1 is never stepped along: leave it out of the rule, whatever "
-            "its stride, including at the end of the run. Dimensions that all have size 1 can "
-            "always be merged (any stride will do).",
+            "runs with dimensions of size 1 or stride 0, and a run of one dimension",
+            "A dimension of size 1 is never stepped along, so it makes no jump of its own, "
+            "whatever its stride, and its reset moves nothing. Dimensions that all have size 1 "
+            "make no jump at all: the answer is then ().",
         ),
     )
 
@@ -247,6 +251,8 @@ class MergedStride(GradedExercise):
             start = small(rng, 0, rank - 2)
             end = small(rng, start + 1, rank - 1)
             shape = [small(rng, 2, 5) for _ in range(rank)]
+            if i >= 3:  # a size too large to read the run element by element
+                shape[small(rng, start + 1, end)] = huge(rng)
             strides = [small(rng, 1, 60) for _ in range(rank)]
             strides[end] = huge(rng) if i % 2 else small(rng, 1, 9)
             for k in range(end - 1, start - 1, -1):  # a run that merges
@@ -259,6 +265,10 @@ class MergedStride(GradedExercise):
                 k = small(rng, start, end - 1)
                 strides[k] -= strides[k + 1]
             cases.append(self.case("merge", shape, strides, start, end))
+        # a transposed run: a step back at every wrap
+        shape = [small(rng, 2, 5), huge(rng), small(rng, 2, 5)]
+        strides = [1, shape[2] * shape[0], shape[0]]
+        cases.append(self.case("merge", shape, strides, 0, 2))
         # a dimension of size 1 inside the run, and at its end, with strides of any size
         for where in ("inside", "end"):
             rank = small(rng, 3, 5)
@@ -277,38 +287,37 @@ class MergedStride(GradedExercise):
         # a dimension of size 1 cannot mend a break elsewhere in the run
         shape, strides = [3, 1, 4, 2], [huge(rng), 0, 2, 1]
         cases.append(self.case("edges", shape, strides, 0, 3))
+        # an expanded dimension (stride 0) before one that is not
+        shape = [small(rng, 2, 5), huge(rng), small(rng, 2, 5)]
+        strides = [small(rng, 1, 60), 0, small(rng, 1, 60)]
+        cases.append(self.case("edges", shape, strides, 0, 2))
         # dimensions that all have size 1, and a run of one dimension
         shape = [small(rng, 2, 5), 1, 1, small(rng, 2, 5)]
         strides = [small(rng, 1, 60), huge(rng), 0, small(rng, 1, 60)]
         cases.append(self.case("edges", shape, strides, 1, 2))
-        shape = [small(rng, 2, 5) for _ in range(3)]
+        shape = [small(rng, 2, 5), huge(rng), small(rng, 2, 5)]
         strides = [small(rng, 1, 60), huge(rng), small(rng, 1, 60)]
         cases.append(self.case("edges", shape, strides, 1, 1))
         return cases
 
     @staticmethod
     def case(check: str, shape: list[int], strides: list[int], start: int, end: int) -> Case:
-        shape, strides = tuple(shape), tuple(strides)
-        expected = merged_stride(shape, strides, start, end)
+        shape_t, strides_t = tuple(shape), tuple(strides)
+        expected = merge_jumps(shape_t, strides_t, start, end)
 
         def judge(results: list) -> str | None:
             got = value_of(results)
             if why := raised(got):
                 return why
-            if got is not None and type(got) is not int:
-                return f"expected an int stride or None, got {describe(got)}"
-            if expected is None:
-                if got is not None:
-                    return "view cannot merge these dimensions, so the answer is None"
-                return None
-            if got is None:
-                return "view can merge these dimensions, although the tensor is not contiguous"
-            if expected is not ANY and got != expected:
-                return f"got stride {got}, not the stride of the merged dimension"
+            if not isinstance(got, list) or not all(type(item) is int for item in got):
+                return f"expected a tuple of int jumps, got {describe(got)}"
+            # The order and repeats are the student's business: the jumps are a set.
+            if tuple(sorted(set(got))) != expected:
+                return f"the jumps {shown(got)} are not the jumps of this run"
             return None
 
-        seen = f"shape {shown(shape)}, strides {shown(strides)}, start = {start}, end = {end}"
-        return Case(check, call("merged_stride", shape, strides, start, end, shown=seen), judge)
+        seen = f"shape {shown(shape_t)}, strides {shown(strides_t)}, start = {start}, end = {end}"
+        return Case(check, call("merge_jumps", shape_t, strides_t, start, end, shown=seen), judge)
 
 
 # ---- ch5-ex-slice-stride ---------------------------------------------------------------------
@@ -322,12 +331,20 @@ def windows_layout(
     start: int,
     size: int,
     step: int,
+    dilation: int,
 ) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-    """The layout of the windows of ``size`` elements along ``dim``, one every ``step`` from
-    index ``start`` on: element (w, j) is element start + w * step + j of the dimension."""
-    count = (shape[dim] - start - size) // step + 1
+    """The layout of the windows of ``size`` elements ``dilation`` apart along ``dim``, one
+    every ``step`` from index ``start`` on: element (w, j) is element
+    start + w * step + j * dilation of the dimension."""
+    span = (size - 1) * dilation + 1  # the elements from a window's first to its last
+    count = (shape[dim] - start - span) // step + 1
     new_shape = (*shape[:dim], count, *shape[dim + 1 :], size)
-    new_strides = (*strides[:dim], step * strides[dim], *strides[dim + 1 :], strides[dim])
+    new_strides = (
+        *strides[:dim],
+        step * strides[dim],
+        *strides[dim + 1 :],
+        dilation * strides[dim],
+    )
     return new_shape, new_strides, offset + start * strides[dim]
 
 
@@ -344,42 +361,59 @@ class WindowsLayout(GradedExercise):
         Check(
             "windows",
             2,
-            "the layout of the windows: shape, strides and offset",
+            "the layout of dilated windows: shape, strides and offset",
             "Element w of the window dimension and element j inside a window is element "
-            "start + w * step + j of dimension dim: put that in offset + sum(index * stride) "
-            "and read off the offset and the two strides; count the windows that fit.",
+            "start + w * step + j * dilation of dimension dim: put that in "
+            "offset + sum(index * stride) and read off the offset and the two strides; count "
+            "the windows that fit.",
         ),
         Check(
             "edges",
             1,
             "one window, windows of one element, steps longer than a window",
-            "Count the windows as the starts start, start + step, ... whose whole window still "
-            "fits in the dimension: check a window that fits exactly once, and a last start "
-            "whose window would run past the end.",
+            "Count the windows as the starts start, start + step, ... whose last element, "
+            "(size - 1) * dilation further on, is still in the dimension: check a window that "
+            "fits exactly once, and a last start whose window would run past the end.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
         for i in range(5):
-            n = small(rng, 4, 12)
-            start = small(rng, 0, n - 2)
-            size = small(rng, 2, n - start)
+            start = small(rng, 0, 4)
+            size = small(rng, 2, 4)
+            dilation = 1 if i == 0 else small(rng, 2, 4)
+            span = (size - 1) * dilation + 1
+            n = start + span + small(rng, 0, 8)
             step = small(rng, 1, 4)
-            cases.append(self.case("windows", rng, n, start, size, step, big=i % 2 == 1))
+            cases.append(self.case("windows", rng, n, start, size, step, dilation, big=i % 2 == 1))
+        # exactly one window fits
+        start, size, dilation = small(rng, 0, 4), small(rng, 2, 4), small(rng, 2, 4)
+        n = start + (size - 1) * dilation + 1
+        step = small(rng, 1, 3)
+        cases.append(self.case("edges", rng, n, start, size, step, dilation, big=True))
+        # windows of one element
         n = small(rng, 3, 9)
         start = small(rng, 0, n - 2)
-        cases.append(self.case("edges", rng, n, start, n - start, small(rng, 1, 3), big=True))
-        cases.append(self.case("edges", rng, n, start, 1, 1, big=False))
-        size = small(rng, 1, 2)
-        step = size + small(rng, 1, 3)
-        n = start + size + step * small(rng, 1, 3) + small(rng, 1, step - 1)  # a remainder
-        cases.append(self.case("edges", rng, n, start, size, step, big=True))
+        cases.append(self.case("edges", rng, n, start, 1, 1, small(rng, 2, 4), big=False))
+        # steps longer than a window, and a last start whose window would run past the end
+        size, dilation = small(rng, 2, 3), small(rng, 2, 3)
+        span = (size - 1) * dilation + 1
+        step = span + small(rng, 1, 3)
+        n = start + span + step * small(rng, 1, 3) + small(rng, 1, step - 1)
+        cases.append(self.case("edges", rng, n, start, size, step, dilation, big=True))
         return cases
 
     @staticmethod
     def case(
-        check: str, rng: np.random.Generator, n: int, start: int, size: int, step: int, big: bool
+        check: str,
+        rng: np.random.Generator,
+        n: int,
+        start: int,
+        size: int,
+        step: int,
+        dilation: int,
+        big: bool,
     ) -> Case:
         rank = small(rng, 1, 4)
         dim = small(rng, 0, rank - 1)
@@ -389,7 +423,7 @@ class WindowsLayout(GradedExercise):
         offset = huge(rng) if big else small(rng, 0, 30)
         shape_t, strides_t = tuple(shape), tuple(strides)
         want_shape, want_strides, want_offset = windows_layout(
-            shape_t, strides_t, offset, dim, start, size, step
+            shape_t, strides_t, offset, dim, start, size, step, dilation
         )
 
         def judge(results: list) -> str | None:
@@ -405,17 +439,18 @@ class WindowsLayout(GradedExercise):
             if got_strides is None:
                 return why
             if got_shape != want_shape:
-                return f"the shape {got_shape} is wrong"
+                return f"the shape {shown(got_shape)} is wrong"
             if wrong := differ(got_strides, want_strides, want_shape):
-                return f"the strides {got_strides} are wrong along dimension {wrong[0]}"
+                return f"the strides {shown(got_strides)} are wrong along dimension {wrong[0]}"
             if type(got[2]) is not int or got[2] != want_offset:
-                return f"the offset {got[2]!r} is wrong"
+                return f"the offset {shown(got[2])} is wrong"
             return None
 
-        arguments = (shape_t, strides_t, offset, dim, start, size, step)
+        arguments = (shape_t, strides_t, offset, dim, start, size, step, dilation)
         seen = (
             f"shape {shown(shape_t)}, strides {shown(strides_t)}, offset {shown(offset)}, "
-            f"dim = {dim}, start = {start}, size = {size}, step = {step}"
+            f"dim = {dim}, start = {start}, size = {size}, step = {step}, "
+            f"dilation = {dilation}"
         )
         return Case(check, call("windows_layout", *arguments, shown=seen), judge)
 
@@ -530,13 +565,16 @@ class BroadcastStrides(GradedExercise):
             if got_shape is None:
                 return why
             if got_shape != shape:
-                return f"the shape {got_shape} is wrong"
+                return f"the shape {shown(got_shape)} is wrong"
             for name, item, want in (("a", got[1], want_a), ("b", got[2], want_b)):
                 strides, why = ints(item, len(shape), f"the strides of {name}")
                 if strides is None:
                     return why
                 if wrong := differ(strides, want, shape):
-                    return f"the strides of {name}, {strides}, are wrong along dimension {wrong[0]}"
+                    return (
+                        f"the strides of {name}, {shown(strides)}, are wrong along "
+                        f"dimension {wrong[0]}"
+                    )
             return None
 
         seen = (
@@ -547,4 +585,4 @@ class BroadcastStrides(GradedExercise):
         return Case(check, call("broadcast_strides", *arguments, shown=seen), judge)
 
 
-EXERCISES = [ContiguousOrder, MergedStride, WindowsLayout, BroadcastStrides]
+EXERCISES = [ContiguousOrder, MergeJumps, WindowsLayout, BroadcastStrides]

@@ -1,5 +1,6 @@
 """Chapter 5's exercises: a correct answer earns every point on every variant, lazy answers do
-not, the self-check passes a correct answer and fails a wrong one with its hint, and the
+not (the answers torch's private pure-Python stride helpers gave the earlier exercises among
+them), the self-check passes a correct answer and fails a wrong one with its hint, and the
 grader's stride rules agree with torch's on every layout small enough for a tensor.
 
 The correct answers below are written as a student would write them, independently of the
@@ -38,22 +39,22 @@ def contiguous_order(shape, strides):
         step *= shape[k]
     return tuple(order)
 
-def merged_stride(shape, strides, start, end):
-    run = [k for k in range(start, end + 1) if shape[k] > 1]
-    if not run:
-        return 0
-    for k in range(len(run) - 1):
-        outer, inner = run[k], run[k + 1]
-        if strides[outer] != shape[inner] * strides[inner]:
-            return None
-    return strides[run[-1]]
+def merge_jumps(shape, strides, start, end):
+    # The storage index of the last element of dimensions k..end, all indices
+    # before k at 0: a step along k - 1 goes from there to index 0 of k..end.
+    jumps = []
+    for k in range(start, end + 1):
+        if shape[k] > 1:
+            last = sum((shape[m] - 1) * strides[m] for m in range(k + 1, end + 1))
+            jumps.append(strides[k] - last)
+    return tuple(sorted(set(jumps)))
 
-def windows_layout(shape, strides, offset, dim, start, size, step):
+def windows_layout(shape, strides, offset, dim, start, size, step, dilation):
     count = 0
-    while start + count * step + size <= shape[dim]:
+    while start + count * step + (size - 1) * dilation < shape[dim]:
         count += 1
     new_shape = list(shape) + [size]
-    new_strides = list(strides) + [strides[dim]]
+    new_strides = list(strides) + [strides[dim] * dilation]
     new_shape[dim] = count
     new_strides[dim] = step * strides[dim]
     return tuple(new_shape), tuple(new_strides), offset + start * strides[dim]
@@ -109,54 +110,95 @@ def contiguous_order(shape, strides):
 def contiguous_order(shape, strides):
     return (1, 2, 0)
 """,
-    ("ch5-ex-view-noncontiguous", "torch's view"): """
+    # torch reads the jumps off a tensor with the layout, where one can be built.
+    ("ch5-ex-view-noncontiguous", "torch, walking the storage"): """
 import torch
-def merged_stride(shape, strides, start, end):
-    t = torch.empty_strided(shape, strides)
-    merged = t.flatten(start, end)
-    return merged.stride(start) if merged.data_ptr() == t.data_ptr() else None
+def merge_jumps(shape, strides, start, end):
+    t = torch.arange(10_000).as_strided(shape, strides)
+    run = t[(0,) * start].flatten(0, end - start) if end > start else t[(0,) * start]
+    return tuple(sorted(set(run.diff().tolist())))
 """,
-    ("ch5-ex-view-noncontiguous", "torch's view, None when it cannot build one"): """
-import torch
-def merged_stride(shape, strides, start, end):
-    try:
-        t = torch.empty_strided(shape, strides)
-        return t.view(*shape[:start], -1, *shape[end + 1:]).stride(start)
-    except Exception:
-        return None
+    # torch's pure-Python copy of view's stride rule answers whether view merges, and
+    # with which stride, but not the jumps (the old exercise's full-marks answer).
+    ("ch5-ex-view-noncontiguous", "torch's private view rule"): """
+from torch._subclasses.fake_impls import _compute_stride
+def merge_jumps(shape, strides, start, end):
+    merged = 1
+    for s in shape[start : end + 1]:
+        merged *= s
+    new_shape = list(shape[:start]) + [merged] + list(shape[end + 1 :])
+    new = _compute_stride(list(shape), list(strides), new_shape)
+    return None if new is None else new[start]
 """,
-    # The page's rule for two dimensions, on the first two of the run only.
-    ("ch5-ex-view-noncontiguous", "the page's rule on the first pair"): """
-def merged_stride(shape, strides, start, end):
-    if strides[start] == shape[start + 1] * strides[start + 1]:
-        return strides[end]
-    return None
+    # The same, dressed as jumps: one jump when view merges, else the strides of the run.
+    ("ch5-ex-view-noncontiguous", "torch's private view rule, as jumps"): """
+from torch._subclasses.fake_impls import _compute_stride
+def merge_jumps(shape, strides, start, end):
+    merged = 1
+    for s in shape[start : end + 1]:
+        merged *= s
+    new_shape = list(shape[:start]) + [merged] + list(shape[end + 1 :])
+    new = _compute_stride(list(shape), list(strides), new_shape)
+    if merged == 1:
+        return ()
+    if new is not None:
+        return (new[start],)
+    return tuple(sorted({strides[k] for k in range(start, end + 1) if shape[k] > 1}))
 """,
-    # The rule on every pair, dimensions of size 1 included.
-    ("ch5-ex-view-noncontiguous", "size-1 dimensions kept in the rule"): """
-def merged_stride(shape, strides, start, end):
-    for k in range(start, end):
-        if strides[k] != shape[k + 1] * strides[k + 1]:
-            return None
-    return strides[end]
+    # A step's own stride, without the later dimensions going back to 0.
+    ("ch5-ex-view-noncontiguous", "steps without the resets"): """
+def merge_jumps(shape, strides, start, end):
+    return tuple(sorted({strides[k] for k in range(start, end + 1) if shape[k] > 1}))
+""",
+    # The reset of every later dimension, dimensions of size 1 stepped along too.
+    ("ch5-ex-view-noncontiguous", "size-1 dimensions make jumps"): """
+def merge_jumps(shape, strides, start, end):
+    return tuple(sorted({
+        strides[k] - sum((shape[m] - 1) * strides[m] for m in range(k + 1, end + 1))
+        for k in range(start, end + 1)
+    }))
 """,
     ("ch5-ex-slice-stride", "torch's unfold"): """
 import torch
-def windows_layout(shape, strides, offset, dim, start, size, step):
+def windows_layout(shape, strides, offset, dim, start, size, step, dilation):
     t = torch.empty(10_000).as_strided(shape, strides, offset)
     w = t.narrow(dim, start, shape[dim] - start).unfold(dim, size, step)
     return tuple(w.shape), w.stride(), w.storage_offset()
 """,
+    # torch's pure-Python unfold geometry after the shift for the start (the old exercise's
+    # full-marks answer): no dilation.
+    ("ch5-ex-slice-stride", "torch's private unfold geometry"): """
+from torch._refs import _get_unfold_shape_stride
+def windows_layout(shape, strides, offset, dim, start, size, step, dilation):
+    shape = list(shape)
+    offset = offset + start * strides[dim]
+    shape[dim] = shape[dim] - start
+    new_shape, new_strides = _get_unfold_shape_stride(shape, list(strides), dim, size, step)
+    return tuple(new_shape), tuple(new_strides), offset
+""",
+    # The same geometry over a window's whole span counts the windows, but reads every
+    # element of the span.
+    ("ch5-ex-slice-stride", "torch's unfold geometry over the span"): """
+from torch._refs import _get_unfold_shape_stride
+def windows_layout(shape, strides, offset, dim, start, size, step, dilation):
+    shape = list(shape)
+    offset = offset + start * strides[dim]
+    shape[dim] = shape[dim] - start
+    span = (size - 1) * dilation + 1
+    new_shape, new_strides = _get_unfold_shape_stride(shape, list(strides), dim, span, step)
+    return tuple(new_shape[:-1]) + (size,), tuple(new_strides), offset
+""",
     # A slice start::step, the chapter's old question, is not the windows.
     ("ch5-ex-slice-stride", "a slice"): """
-def windows_layout(shape, strides, offset, dim, start, size, step):
+def windows_layout(shape, strides, offset, dim, start, size, step, dilation):
     new_shape, new_strides = list(shape), list(strides)
     new_shape[dim] = len(range(start, shape[dim], step))
     new_strides[dim] = strides[dim] * step
-    return tuple(new_shape) + (size,), tuple(new_strides) + (1,), offset + start * strides[dim]
+    new_offset = offset + start * strides[dim]
+    return tuple(new_shape) + (size,), tuple(new_strides) + (dilation,), new_offset
 """,
     ("ch5-ex-slice-stride", "the page's layout"): """
-def windows_layout(shape, strides, offset, dim, start, size, step):
+def windows_layout(shape, strides, offset, dim, start, size, step, dilation):
     return (4, 4), (2, 1), 1
 """,
     ("ch5-ex-expand-strides", "torch's broadcast_tensors"): """
@@ -213,7 +255,7 @@ def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     }
     assert "return None" in result.checks[1].hint
     namespace = {}
-    exec(LAZY[("ch5-ex-view-noncontiguous", "size-1 dimensions kept in the rule")], namespace)
+    exec(LAZY[("ch5-ex-view-noncontiguous", "size-1 dimensions make jumps")], namespace)
     result = run_checks("ch5-ex-view-noncontiguous", namespace)
     assert [c.passed for c in result.checks] == [True, False]
     assert "size 1" in result.checks[1].hint
@@ -260,28 +302,43 @@ def test_the_grader_rules_agree_with_torch(seed: int) -> None:
             x.permute(*order).is_contiguous() for order in itertools.permutations(range(rank))
         )
         assert grader["some_order_is_contiguous"](shape, strides) == any_order
-        # merging a run with view
+        # the jumps of a run, as a walk over the storage reads them, and whether view merges it
         start = int(rng.integers(0, rank))
         end = int(rng.integers(start, rank))
+        indices = torch.arange(100_000).as_strided(shape, strides)
+        run = indices[(0,) * start + (slice(None),) * (end - start + 1) + (0,) * (rank - 1 - end)]
+        walked = tuple(sorted(set(run.flatten().diff().tolist())))
+        jumps = grader["merge_jumps"](shape, strides, start, end)
+        assert jumps == walked, (shape, strides, start, end)
         try:
             torch_says = x.view(*shape[:start], -1, *shape[end + 1 :]).stride(start)
         except RuntimeError:
             torch_says = None
-        rule = grader["merged_stride"](shape, strides, start, end)
-        if rule == grader["ANY"]:
-            assert torch_says is not None
-        else:
-            assert rule == torch_says, (shape, strides, start, end)
-        # windows
+        assert (torch_says is not None) == (len(jumps) <= 1), (shape, strides, start, end)
+        assert len(jumps) != 1 or torch_says == jumps[0]
+        # windows, with gaps, element by element; without, as torch's unfold lays them out
         dim = int(rng.integers(0, rank))
-        n = shape[dim]
+        n = int(rng.integers(1, 13))
+        wide = [*shape[:dim], n, *shape[dim + 1 :]]
         first = int(rng.integers(0, n))
         size = int(rng.integers(1, n - first + 1))
+        widest = (n - first - 1) // (size - 1) if size > 1 else 3
+        dilation = int(rng.integers(1, min(widest, 3) + 1))
         step = int(rng.integers(1, 5))
-        w = x.narrow(dim, first, n - first).unfold(dim, size, step)
-        got = grader["windows_layout"](shape, strides, 0, dim, first, size, step)
-        assert got[0] == tuple(w.shape) and got[2] == w.storage_offset()
-        assert grader["differ"](got[1], w.stride(), tuple(w.shape)) == []
+        got = grader["windows_layout"](wide, strides, 0, dim, first, size, step, dilation)
+        count = got[0][dim]
+        assert first + (count - 1) * step + (size - 1) * dilation < n  # the last fits
+        assert first + count * step + (size - 1) * dilation >= n  # the next would not
+        source = torch.arange(100_000).as_strided(wide, strides)
+        starts = first + torch.arange(count)[:, None] * step  # (count, 1)
+        picked = (starts + torch.arange(size) * dilation).flatten()  # (count * size,)
+        expected = source.index_select(dim, picked).unflatten(dim, (count, size))
+        built = torch.arange(100_000).as_strided(got[0], got[1], got[2])
+        assert torch.equal(built, expected.movedim(dim + 1, -1)), (wide, strides, dim)
+        if dilation == 1:
+            w = source.narrow(dim, first, n - first).unfold(dim, size, step)
+            assert got[0] == tuple(w.shape) and got[2] == w.storage_offset()
+            assert grader["differ"](got[1], w.stride(), tuple(w.shape)) == []
         # broadcasting
         other_shape, other_strides = random_layout(rng, int(rng.integers(0, 4)))
         y = tensor(other_shape, other_strides)

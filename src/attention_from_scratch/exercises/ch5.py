@@ -63,26 +63,36 @@ def size_one_and_no_order_at_all(contiguous_order: Callable[..., object]) -> Non
 view_noncontiguous = Exercise("ch5-ex-view-noncontiguous", chapter=5)
 
 
-@view_noncontiguous.check(
-    hint="Each step along a dimension of the run must land just after the last element of the "
-    "dimension after it, stride_k = size_(k+1) * stride_(k+1), for every pair of the run."
-)
-def merging_the_dimensions_of_a_permuted_tensor(merged_stride: Callable[..., object]) -> None:
-    """merging dimensions of x_3d.permute(2, 0, 1): shape (3, 2, 2), strides (1, 6, 3)"""
-    for start, end, expected in ((1, 2, 3), (0, 1, None), (0, 2, None)):
-        got = merged_stride((3, 2, 2), (1, 6, 3), start, end)
-        assert got == expected, f"dimensions {start} to {end}: got {got!r}"
+def _jumps(value: object, what: str) -> tuple[int, ...]:
+    """The distinct jumps an answer lists, in increasing order."""
+    return tuple(sorted(set(_ints(value, what))))
 
 
 @view_noncontiguous.check(
-    hint="A dimension of size 1 is never stepped along: leave it out of the rule, whatever its "
-    "stride."
+    hint="With the storage formula, write the index of the element just before a step along "
+    "dimension k (the later indices of the run at their last value) and just after (those "
+    "indices at 0), and subtract; do it for every dimension of the run."
 )
-def a_dimension_of_size_one_in_the_run(merged_stride: Callable[..., object]) -> None:
-    """merging dimensions of y: shape (2, 4, 1, 16), strides (64, 16, 64, 1)"""
-    for start, end, expected in ((1, 3, 1), (0, 2, 16), (0, 3, 1)):
-        got = merged_stride((2, 4, 1, 16), (64, 16, 64, 1), start, end)
-        assert got == expected, f"dimensions {start} to {end}: got {got!r}"
+def the_jumps_of_a_permuted_tensor(merge_jumps: Callable[..., object]) -> None:
+    """runs of x_3d.permute(2, 0, 1): shape (3, 2, 2), strides (1, 6, 3), and of x_t"""
+    for start, end, expected in ((1, 2, (3,)), (0, 1, (-5, 6)), (0, 2, (-8, 3))):
+        got = _jumps(merge_jumps((3, 2, 2), (1, 6, 3), start, end), f"dims {start} to {end}")
+        assert got == expected, f"dimensions {start} to {end}: got {got}"
+    got = _jumps(merge_jumps((4, 3), (1, 4), 0, 1), "x_t")
+    assert got == (-7, 4), f"x_t: got {got}"
+
+
+@view_noncontiguous.check(
+    hint="A dimension of size 1 is never stepped along: it makes no jump of its own, whatever "
+    "its stride. A stride 0 is a step like any other."
+)
+def a_dimension_of_size_one_or_stride_zero(merge_jumps: Callable[..., object]) -> None:
+    """runs of y: shape (2, 4, 1, 16), strides (64, 16, 64, 1), and of grid"""
+    for start, end, expected in ((1, 3, (1,)), (0, 2, (16,)), (2, 2, ())):
+        got = _jumps(merge_jumps((2, 4, 1, 16), (64, 16, 64, 1), start, end), "y")
+        assert got == expected, f"y, dimensions {start} to {end}: got {got}"
+    got = _jumps(merge_jumps((4, 3), (0, 1), 0, 1), "grid")
+    assert got == (-2, 1), f"grid: got {got}"
 
 
 slice_stride = Exercise("ch5-ex-slice-stride", chapter=5)
@@ -90,29 +100,33 @@ slice_stride = Exercise("ch5-ex-slice-stride", chapter=5)
 
 @slice_stride.check(
     hint="Element w of the window dimension, j of the new last one, is element "
-    "start + w * step + j of dimension dim: put it in the storage formula."
+    "start + w * step + j * dilation of dimension dim: put it in the storage formula."
 )
 def windows_of_the_columns_of_x_matrix(windows_layout: Callable[..., object]) -> None:
-    """windows of 2 columns of x_matrix, one every 2 columns: the split of the heads"""
-    got = _layout(windows_layout((3, 4), (4, 1), 0, 1, 0, 2, 2), 3)
-    assert got[2] == 0, f"offset: got {got[2]!r}"
+    """windows of 2 columns of x_matrix, every 2 (the heads' split), and of x with gaps"""
+    got = _layout(windows_layout((3, 4), (4, 1), 0, 1, 0, 2, 2, 1), 3)
+    assert got[2] == 0, f"x_matrix, offset: got {got[2]!r}"
     assert (_ints(got[0], "shape"), _ints(got[1], "strides")) == ((3, 2, 2), (4, 2, 1)), (
-        f"got {got}"
+        f"x_matrix: got {got}"
+    )
+    got = _layout(windows_layout((12,), (1,), 0, 0, 0, 3, 1, 2), 3)
+    assert (_ints(got[0], "shape"), _ints(got[1], "strides"), got[2]) == ((8, 3), (1, 2), 0), (
+        f"x, dilation 2: got {got}"
     )
 
 
 @slice_stride.check(
     hint="The windows start at index start, which moves the offset; count the starts whose "
-    "whole window fits in the dimension."
+    "last element, (size - 1) * dilation further on, is still in the dimension."
 )
 def windows_from_index_one(windows_layout: Callable[..., object]) -> None:
-    """windows of x from index 1 on (4 elements, every 2), and of x_t from row 1 on"""
-    got = _layout(windows_layout((12,), (1,), 0, 0, 1, 4, 2), 3)
+    """windows of x from index 1 on (4 elements, every 2), and of x_t's rows, 2 apart"""
+    got = _layout(windows_layout((12,), (1,), 0, 0, 1, 4, 2, 1), 3)
     assert (_ints(got[0], "shape"), _ints(got[1], "strides"), got[2]) == ((4, 4), (2, 1), 1), (
         f"x: got {got}"
     )
-    got = _layout(windows_layout((4, 3), (1, 4), 0, 0, 1, 2, 1), 3)
-    expected = ((2, 3, 2), (1, 4, 1), 1)
+    got = _layout(windows_layout((4, 3), (1, 4), 0, 0, 0, 2, 1, 2), 3)
+    expected = ((2, 3, 2), (1, 4, 2), 0)
     assert (_ints(got[0], "shape"), _ints(got[1], "strides"), got[2]) == expected, f"x_t: got {got}"
 
 
