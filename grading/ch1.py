@@ -52,7 +52,7 @@ class TopKContext(GradedExercise):
         Check(
             "edges",
             1,
-            "k = 1 and k = t, large scores, float64",
+            "k = 1, k = t, scores in the hundreds, and float64 inputs (one call each)",
             "Check k = 1 (one token, weight 1) and k = t (chapter 1's context vector), scores "
             "in the hundreds, and the dtype of the inputs.",
         ),
@@ -173,7 +173,7 @@ class ReceivedFromOthers(GradedExercise):
         Check(
             "edges",
             1,
-            "two tokens, scores in the hundreds, float64",
+            "two tokens, scores in the hundreds, and float64 inputs (one call each)",
             "With two tokens each gives all its weight to the other. Keep the exponents from "
             "overflowing, and keep the dtype of the inputs.",
         ),
@@ -207,6 +207,10 @@ class ReceivedFromOthers(GradedExercise):
 
 
 class ScaleToWin(GradedExercise):
+    """The student gets the score matrix, not the embeddings: a search that scales token i
+    and recomputes its row needs the embeddings, so the answer needs what scaling does to
+    the scores (c squared on the diagonal, c on the rest of row i)."""
+
     label = "ch1-ex-self"
     manual_points = 2
     rubric = (
@@ -221,7 +225,8 @@ class ScaleToWin(GradedExercise):
             2,
             "the smallest scale at which a token attends most to itself",
             "Scaling token i by c multiplies its score with itself by c squared and its score "
-            "with any other token by c: compare the two for the strongest rival.",
+            "with any other token by c: compare the two for the strongest rival, in row i of "
+            "the scores.",
         ),
         Check(
             "already",
@@ -235,20 +240,21 @@ class ScaleToWin(GradedExercise):
         found: dict[str, list[Case]] = {"factor": [], "already": []}
         while min(len(kept) for kept in found.values()) < 3:
             t, d_in = int(rng.integers(3, 9)), int(rng.integers(2, 6))
-            x = embeddings(rng, t, d_in).astype(np.float32)
-            wide = x.astype(np.float64)
+            x = embeddings(rng, t, d_in)
+            scores = (x @ x.T).astype(np.float32)  # (t, t): all the student gets
+            wide = scores.astype(np.float64)
             i = int(rng.integers(t))
-            rivals = np.delete(wide @ wide[i], i) / (wide[i] @ wide[i])
+            rivals = np.delete(wide[i], i) / wide[i, i]
             factor = max(1.0, float(rivals.max()))
             if 1.0 < factor < 1.0 + 1e-3:
                 continue  # too close to call in float32
             check = "factor" if factor > 1.0 else "already"
             if len(found[check]) < 3:
-                found[check].append(self.case(check, x, i, factor))
+                found[check].append(self.case(check, scores, i, factor))
         return found["factor"] + found["already"]
 
     @staticmethod
-    def case(check: str, x: np.ndarray, i: int, factor: float) -> Case:
+    def case(check: str, scores: np.ndarray, i: int, factor: float) -> Case:
         def judge(results: list) -> str | None:
             got = value_of(results)
             if isinstance(got, Raised):
@@ -260,8 +266,8 @@ class ScaleToWin(GradedExercise):
                 return f"expected another factor than {number:.5g}"
             return None
 
-        shown = f"t = {x.shape[0]}, d_in = {x.shape[1]}, i = {i}"
-        return Case(check, call("scale_to_win", x, i, shown=shown), judge)
+        shown = f"scores of t = {scores.shape[0]} tokens, i = {i}"
+        return Case(check, call("scale_to_win", scores, i, shown=shown), judge)
 
 
 class Shift(GradedExercise):

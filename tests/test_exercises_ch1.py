@@ -49,10 +49,10 @@ def received_from_others(inputs):
     hidden = torch.eye(t, dtype=torch.bool)
     return softmax(scores.masked_fill(hidden, -math.inf)).sum(dim=0)
 
-def scale_to_win(inputs, i):
-    own = float(inputs[i] @ inputs[i])
-    best = max(float(inputs[i] @ inputs[j]) for j in range(len(inputs)) if j != i)
-    return max(1.0, best / own)
+def scale_to_win(scores, i):
+    row = scores[i].tolist()
+    best = max(value for j, value in enumerate(row) if j != i)
+    return max(1.0, best / row[i])
 """
 
 
@@ -119,9 +119,31 @@ def received_from_others(inputs):
     # Whether the token wins, not by how much.
     ("ch1-ex-self", "1 or the page's largest factor"): """
 import torch
+def scale_to_win(scores, i):
+    return 1.0 if int(scores[i].argmax()) == i else 1.71
+""",
+    # A search with no algebra: scale token i by c, recompute its row, bisect on the c at
+    # which it wins. It needs the embeddings, and the function gets only their scores.
+    ("ch1-ex-self", "a search that rescales the embeddings"): """
 def scale_to_win(inputs, i):
-    scores = inputs @ inputs[i]
-    return 1.0 if int(scores.argmax()) == i else 1.71
+    x0 = inputs.detach().double().cpu()
+    def wins(c):
+        x = x0.clone()
+        x[i] = x[i] * c
+        row = x @ x[i]
+        return bool(row[i] >= row.max())
+    if wins(1.0):
+        return 1.0
+    lo, hi = 1.0, 2.0
+    while not wins(hi):
+        lo, hi = hi, hi * 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if wins(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 """,
 }
 

@@ -8,6 +8,7 @@ grades as a submission).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from grading_helpers import failures, full_marks, grade, graded_exercise
@@ -17,10 +18,11 @@ from attention_from_scratch.exercises import run_checks
 AUTO = [
     "ch2-ex-v2-into-v1",
     "ch2-ex-qkv-bias",
-    "ch2-ex-step",
     "ch2-ex-symmetric",
     "ch2-ex-sigma",
 ]
+# Graded by hand only, but its self-check runs on the correct answer below.
+SELF_CHECKED = [*AUTO, "ch2-ex-step"]
 
 CORRECT = """
 import math
@@ -40,12 +42,13 @@ def v2_into_v1(v2):
         setattr(v1, name, nn.Parameter(w))
     return v1
 
-def key_bias_shift(x, v2):
-    with torch.no_grad():
-        with_bias = v2.W_query(x) @ v2.W_key(x).transpose(-2, -1)
-        keys = x @ v2.W_key.weight.T
-        without = v2.W_query(x) @ keys.transpose(-2, -1)
-    return (with_bias - without)[..., 0]
+def key_bias_shift(x, query_weight, query_bias, key_bias):
+    if key_bias is None:
+        return torch.zeros(x.shape[:-1])
+    q = torch.einsum("...ti,oi->...to", x, query_weight)
+    if query_bias is not None:
+        q = q + query_bias
+    return torch.einsum("...to,o->...t", q, key_bias)
 
 def context_vector(x, W_query, W_key, W_value, i):
     q = x[i] @ W_query
@@ -81,7 +84,7 @@ def test_a_correct_answer_earns_every_point_on_every_variant(label: str, seed: i
     assert full_marks(score), failures(score)
 
 
-@pytest.mark.parametrize("label", AUTO)
+@pytest.mark.parametrize("label", SELF_CHECKED)
 def test_the_self_check_passes_a_correct_answer(label: str) -> None:
     namespace: dict = {}
     exec(CORRECT, namespace)
@@ -128,38 +131,32 @@ def v2_into_v1(v2):
     # The query's bias left out: x W_q^T b_k.
     ("ch2-ex-qkv-bias", "the query bias left out"): """
 import torch
-def key_bias_shift(x, v2):
-    if v2.W_key.bias is None:
+def key_bias_shift(x, query_weight, query_bias, key_bias):
+    if key_bias is None:
         return torch.zeros(x.shape[:-1])
-    with torch.no_grad():
-        return x @ v2.W_query.weight.T @ v2.W_key.bias
+    return x @ query_weight.T @ key_bias
 """,
     # The page's numbers typed in.
     ("ch2-ex-qkv-bias", "the public numbers"): """
 import torch
-def key_bias_shift(x, v2):
+def key_bias_shift(x, query_weight, query_bias, key_bias):
     return torch.tensor([-0.5596, -0.7342, -0.7290, -0.5592, -0.5199, -0.6247])
 """,
-    # One library call for z, nothing for the pull.
-    ("ch2-ex-step", "scaled_dot_product_attention"): """
+    # The exercise's old definition taken literally: the scores of a copy of the module with
+    # its key bias zeroed subtracted from the module's own. The grader passes no module, and
+    # without the key weights the scores cannot be computed twice.
+    ("ch2-ex-qkv-bias", "a copy with the key bias zeroed"): """
+import copy
 import torch
-import torch.nn.functional as F
-def context_vector(x, W_query, W_key, W_value, i):
-    z = F.scaled_dot_product_attention(x @ W_query, x @ W_key, x @ W_value)[i]
-    return z, torch.zeros(x.shape[0], W_value.shape[1], dtype=x.dtype)
-""",
-    # The page's hand computation copied, and the pull without the scale.
-    ("ch2-ex-step", "the pull without 1/sqrt(d_k)"): """
-import torch
-def context_vector(x, W_query, W_key, W_value, i):
-    query_1 = x[i] @ W_query
-    keys = x @ W_key
-    values = x @ W_value
-    attn_scores_1 = query_1 @ keys.T
-    d_k = keys.shape[-1]
-    attn_weights_1 = torch.softmax(attn_scores_1 / d_k**0.5, dim=-1)
-    context_vec_1 = attn_weights_1 @ values
-    return context_vec_1, attn_weights_1[:, None] * (values - context_vec_1)
+def key_bias_shift(x, v2, *rest):
+    if v2.W_key.bias is None:
+        return torch.zeros(x.shape[:-1], dtype=x.dtype)
+    v0 = copy.deepcopy(v2)
+    with torch.no_grad():
+        v0.W_key.bias.zero_()
+        s1 = v2.W_query(x) @ v2.W_key(x).mT
+        s0 = v0.W_query(x) @ v0.W_key(x).mT
+    return (s1 - s0)[..., 0]
 """,
     # The page's tied scores (no bias) and the row sums of the weights.
     ("ch2-ex-symmetric", "the page's tied cell"): """
@@ -194,6 +191,23 @@ def score_variance(W_query, W_key, sigma):
 def score_variance(W_query, W_key, sigma):
     M = W_query.double() @ W_key.double().T
     return sigma**4 * (M**2).sum()
+""",
+    # The exact mean over the +-sigma_l sign patterns of x and x' (two points per entry are
+    # exact for a polynomial of degree 2 in each): 4^d_in pairs, no derivation. The grader's
+    # d_in of 32 or more puts it out of reach; this one gives up past 12 features.
+    ("ch2-ex-sigma", "sign patterns enumerated"): """
+import itertools
+import torch
+def score_variance(W_query, W_key, sigma):
+    M = (W_query.double() @ W_key.double().T).cpu()
+    s = sigma.double().cpu()
+    d = len(s)
+    if d > 12:
+        raise ValueError(f"d_in = {d} is too many features to enumerate")
+    signs = torch.tensor(list(itertools.product((-1.0, 1.0), repeat=d)), dtype=torch.float64)
+    X = signs * s
+    scores = X @ M @ X.T
+    return float((scores**2).mean() - scores.mean() ** 2)
 """,
     # The page's measurement, with many pairs.
     ("ch2-ex-sigma", "a measurement"): """
@@ -234,10 +248,9 @@ def v2_into_v1(v2, _fold=v2_into_v1):
         assert full_marks(score), failures(score)
 
 
-def test_the_pull_s_derivation_is_graded_by_hand() -> None:
-    # autograd's Jacobian of the page's forward pass gives the pull: the derivation the
-    # statement asks for earns the point a person grades.
-    autograd = """
+# autograd's Jacobian of the page's forward pass gives the pull, and no check of the numbers
+# returned can tell it from a derivation; z alone is the page's cell or one library call.
+AUTOGRAD_PULL = """
 import torch
 def context_vector(x, W_query, W_key, W_value, i):
     k, v = x @ W_key, x @ W_value
@@ -246,14 +259,49 @@ def context_vector(x, W_query, W_key, W_value, i):
     omega = k @ (x[i] @ W_query)
     return z_of(omega), torch.autograd.functional.jacobian(z_of, omega).T
 """
-    assert full_marks(grade("ch2-ex-step", autograd))
+
+# The page's hand computation copied, and the pull without the scale.
+PULL_UNSCALED = """
+import torch
+def context_vector(x, W_query, W_key, W_value, i):
+    query_1 = x[i] @ W_query
+    keys = x @ W_key
+    values = x @ W_value
+    attn_scores_1 = query_1 @ keys.T
+    d_k = keys.shape[-1]
+    attn_weights_1 = torch.softmax(attn_scores_1 / d_k**0.5, dim=-1)
+    context_vec_1 = attn_weights_1 @ values
+    return context_vec_1, attn_weights_1[:, None] * (values - context_vec_1)
+"""
+
+
+def test_the_context_vector_and_its_pull_are_graded_by_hand() -> None:
     exercise = graded_exercise("ch2-ex-step")
-    assert exercise.manual_points == 1 and "by hand" in exercise.rubric
+    assert exercise.checks == () and exercise.points == 0
+    assert exercise.manual_points == 4  # the 3 automatic points moved to the rubric
+    assert "by hand" in exercise.rubric and "autograd" in exercise.rubric
+    # The learner's self-check still checks the pull (a wrong one fails it: see below).
+    namespace: dict = {}
+    exec(AUTOGRAD_PULL, namespace)
+    assert run_checks("ch2-ex-step", namespace).passed
 
 
-def test_a_library_call_earns_the_context_vector_only() -> None:
-    score = grade("ch2-ex-step", LAZY[("ch2-ex-step", "scaled_dot_product_attention")])
-    assert {c.name for c in score.checks if not c.passed} == {"pull"}
+def test_the_grader_s_inputs_put_enumerating_sign_patterns_out_of_reach() -> None:
+    for seed in range(4):
+        cases = graded_exercise("ch2-ex-sigma").cases(np.random.default_rng(seed))
+        sizes = [case.call.steps[0].args[0].shape[0] for case in cases]
+        assert min(sizes) >= 32, sizes  # 2^32 sign patterns of each input
+
+
+def test_the_key_bias_shift_gets_no_key_weights() -> None:
+    for case in graded_exercise("ch2-ex-qkv-bias").cases(np.random.default_rng(0)):
+        (step,) = case.call.steps
+        assert len(step.args) == 4 and not step.kwargs
+        assert all(isinstance(a, np.ndarray) or a is None for a in step.args)
+        x, weight, _, key_bias = step.args
+        # x, the query weight (d_out, d_in) and the key bias: nothing of the key layer's weight
+        assert weight.shape[1] == x.shape[-1]
+        assert key_bias is None or key_bias.shape == (weight.shape[0],)
 
 
 def test_an_overflowing_log_sum_exp_loses_the_large_scores_only() -> None:
@@ -285,7 +333,7 @@ def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     assert not result.passed and "(d_in + 1, d_out)" in result.checks[0].reason
     assert "column of ones" in result.checks[0].hint
     namespace = {}
-    exec(LAZY[("ch2-ex-step", "the pull without 1/sqrt(d_k)")], namespace)
+    exec(PULL_UNSCALED, namespace)
     result = run_checks("ch2-ex-step", namespace)
     assert [c.passed for c in result.checks] == [False, True]
     assert "sqrt(d_k)" in result.checks[0].hint

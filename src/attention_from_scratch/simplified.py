@@ -32,9 +32,11 @@ def _check_dim(x: torch.Tensor, dim: object) -> int:
 def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax written straight from its formula, ``exp(x) / sum(exp(x))``.
 
-    It is correct for moderate scores but breaks at the extremes: ``exp(89.0)`` is already
-    infinite in float32 (overflow), and for scores below about -104 every ``exp`` rounds to 0
-    (underflow); either way the result becomes ``nan``. Use :func:`softmax_stable` (or
+    It is correct for moderate scores but breaks at the extremes, in float32: once the sum of
+    the exponentials overflows (``exp(89.0)`` is already infinite) the weights become 0 or
+    ``nan``; for scores below about -87 the exponentials are subnormal numbers with fewer
+    digits, and the weights go wrong without a warning; below about -104 every ``exp`` rounds
+    to 0 (underflow) and the weights become ``nan``. Use :func:`softmax_stable` (or
     ``torch.softmax``) in real code.
 
     Args:

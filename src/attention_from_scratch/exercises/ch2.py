@@ -106,25 +106,31 @@ def the_seed_789_module_without_biases(
 qkv_bias = Exercise("ch2-ex-qkv-bias", chapter=2)
 
 
+def _biases(v2: SelfAttentionV2) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """What key_bias_shift gets of a module: the query layer's weight and bias, the key bias."""
+    return v2.W_query.weight, v2.W_query.bias, v2.W_key.bias
+
+
 @qkv_bias.check(
-    hint="Subtract the scores without the key bias from those with it: what is left in "
-    "q_i . (k_j + b_k) does not depend on j. The query includes the query bias."
+    hint="Expand q_i . (x_j W_k^T + b_k): the key bias adds a term that does not depend on "
+    "the key j. The query is x @ weight.T + bias, the query bias included."
 )
 def the_shift_of_the_seed_789_module(key_bias_shift: Callable[..., object]) -> None:
     """SelfAttentionV2(3, 2, qkv_bias=True), seed 789: the shift of each row of its scores"""
     with torch.no_grad():
-        got = answer_tensor(key_bias_shift(_toy(), _seed_789(qkv_bias=True)), (6,))
+        got = answer_tensor(key_bias_shift(_toy(), *_biases(_seed_789(qkv_bias=True))), (6,))
     expected = torch.tensor([-0.5596, -0.7342, -0.7290, -0.5592, -0.5199, -0.6247])
     assert torch.allclose(got, expected, atol=1e-4), f"got {got.tolist()}"
 
 
-@qkv_bias.check(hint="A module without biases adds nothing; a batch gets one row per sequence.")
+@qkv_bias.check(hint="Without biases nothing is added; a batch gets one row per sequence.")
 def no_bias_and_a_batch(key_bias_shift: Callable[..., object]) -> None:
-    """no shift without biases; a batch of two toy sentences gives (2, 6)"""
+    """no shift without biases (both None); a batch of two toy sentences gives (2, 6)"""
     with torch.no_grad():
-        none = answer_tensor(key_bias_shift(_toy(), _seed_789(qkv_bias=False)), (6,))
+        none = answer_tensor(key_bias_shift(_toy(), *_biases(_seed_789(qkv_bias=False))), (6,))
         both = answer_tensor(
-            key_bias_shift(torch.stack([_toy(), _toy()]), _seed_789(qkv_bias=True)), (2, 6)
+            key_bias_shift(torch.stack([_toy(), _toy()]), *_biases(_seed_789(qkv_bias=True))),
+            (2, 6),
         )
     assert torch.equal(none, torch.zeros(6)), f"got {none.tolist()}"
     assert torch.allclose(both[0], both[1]), "the two copies of the sentence differ"
