@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from .explorer import attention_explorer
 from .heads import head_view
-from .kv_cache import kv_cache_stepper
+from .cache_stepper import kv_cache_stepper
 from .live_model import live_model
 from .tiles import tiles_stepper
 from .widget import View

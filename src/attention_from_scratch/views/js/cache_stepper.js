@@ -1,4 +1,4 @@
-// The KV-cache stepper (chapter 7; attention_from_scratch.views.kv_cache): a prompt is
+// The KV-cache stepper (chapter 7; attention_from_scratch.views.cache_stepper): a prompt is
 // prefilled, then one token is decoded per step. Each step projects only its new tokens,
 // appends their keys and values to the cache, and lets the new queries attend to every
 // cached key; a full causal pass over all the tokens so far, computed separately, gives the
@@ -6,7 +6,7 @@
 (function (global, factory) {
   var api = factory();
   var views = (global.AFSViews = global.AFSViews || {});
-  views.kv_cache = api;
+  views.cache_stepper = api;
   if (typeof module === "object" && module.exports) module.exports = api;
 })(typeof window !== "undefined" ? window : globalThis, function () {
   "use strict";
