@@ -43,7 +43,7 @@ def test_the_contracts_cover_every_chapter_and_the_entry_points() -> None:
     assert names[0] == ["__main__"] and names[1] == ["doctor"]
     chapters = [int(layer[0].removeprefix("exercises.ch")) for layer in names[2:-1]]
     assert chapters == [7, 6, 5, 4, 3, 2, 1]
-    assert {"_checks", "figures", "plotting", "diagrams"} <= set(names[-1])
+    assert {"_checks", "figures", "views"} <= set(names[-1])
     assert {contract["type"] for contract in contracts} >= {"layers", "acyclic_siblings"}
 
 
