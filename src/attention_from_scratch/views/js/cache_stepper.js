@@ -10,6 +10,8 @@
   if (typeof module === "object" && module.exports) module.exports = api;
 })(typeof window !== "undefined" ? window : globalThis, function () {
   "use strict";
+  // The shared helpers (js/common.js): inlined before this file in a page, required in Node.
+  const common = (globalThis.AFSViews && globalThis.AFSViews.common) || require("./common.js");
 
   // {shape: [rows, cols], data: base64 of little-endian float32} -> array of row arrays.
   function decode(entry) {
@@ -36,13 +38,6 @@
         return sum;
       }),
     );
-  }
-
-  function softmax(row) {
-    const top = Math.max(...row);
-    const exps = row.map((v) => Math.exp(v - top));
-    const total = exps.reduce((a, b) => a + b, 0);
-    return exps.map((v) => v / total);
   }
 
   function layer(data) {
@@ -75,7 +70,7 @@
           for (let c = head * dh; c < (head + 1) * dh; c++) sum += q[c] * scale * keys[j][c];
           scores.push(sum);
         }
-        const a = softmax(scores);
+        const a = common.softmax(scores);
         for (let j = 0; j < visible; j++) {
           for (let c = head * dh; c < (head + 1) * dh; c++) context[r][c] += a[j] * values[j][c];
         }
