@@ -310,6 +310,8 @@ def test_tiles_each_block_and_the_final_row_equal_torch(tmp_path) -> None:
             assert (as_tensor(block["o"]) - o).abs().max() < 1e-5
         expected = torch.softmax(scores, dim=0) @ values  # (d_h,)
         assert (as_tensor(got["output"]) - expected).abs().max() < 1e-5
+        # The reference the page compares with (the package's attention) is torch's too.
+        assert (as_tensor(got["direct"]) - expected).abs().max() < 1e-5
         assert got["max_diff"] < 1e-9
 
 
