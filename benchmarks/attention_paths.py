@@ -34,7 +34,7 @@ from torch import nn
 
 from attention_from_scratch import (
     MultiHeadAttention,
-    causal_mask,
+    head_attention,
     measure_peak_memory,
     pick_device,
     simplified_attention,
@@ -163,12 +163,13 @@ def compare_with_reference(
     )
 
 
-def explicit_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Causal attention written out: the (t, t) scores and weights exist in memory."""
-    t, d_h = q.shape[-2], q.shape[-1]
-    scores = (q * d_h**-0.5) @ k.transpose(2, 3)  # (b, h, t, t)
-    scores = scores.masked_fill(causal_mask(t, device=q.device), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v  # (b, h, t, d_h)
+def explicit_causal(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+) -> torch.Tensor:
+    """The package's explicit path (head_attention, fused=False, which calls chapter 3's
+    attention): the (t, t) scores and weights exist in memory."""
+    context, _ = head_attention(queries, keys, values, is_causal=True)  # (b, h, t, d_h)
+    return context
 
 
 def memory_against_length(device: torch.device, lengths: tuple[int, ...]) -> None:

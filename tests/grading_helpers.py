@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from grader import channel, kernel_side  # noqa: E402
 from grader.graded import load_chapter  # noqa: E402
-from grader.report import ExerciseScore  # noqa: E402
+from grader.grades import ExerciseScore  # noqa: E402
 from grader.run import judged  # noqa: E402
 from grader.spec import GradedExercise  # noqa: E402
 

@@ -26,8 +26,8 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 from matplotlib.text import Text
 
 import attention_from_scratch as afs
-from attention_from_scratch import diagrams
-from attention_from_scratch.plotting import HEAD_COLOURS, ROLE_COLOURS
+from attention_from_scratch import figures
+from attention_from_scratch.figures import HEAD_COLOURS, ROLE_COLOURS
 
 # Okabe and Ito's eight colours, distinguishable with every common colour-vision deficiency.
 OKABE_ITO = {
@@ -54,34 +54,34 @@ def weights(rows: int = 6) -> torch.Tensor:
 
 # One call per public function, with the sizes of the chapter that uses it.
 GOOD: dict[str, Callable[[], Figure]] = {
-    "context_vector": lambda: diagrams.draw_context_vector(inputs(), TOKENS, query=1),
-    "query_path": lambda: diagrams.draw_query_path(
+    "context_vector": lambda: figures.draw_context_vector(inputs(), TOKENS, query=1),
+    "query_path": lambda: figures.draw_query_path(
         inputs()[:, :2], inputs()[:, 1:], inputs(), TOKENS, query=5
     ),
-    "attention_matrices": lambda: diagrams.draw_attention_matrices(inputs(), TOKENS),
-    "projections": lambda: diagrams.draw_projections(
+    "attention_matrices": lambda: figures.draw_attention_matrices(inputs(), TOKENS),
+    "projections": lambda: figures.draw_projections(
         inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 2)
     ),
-    "causal_graph": lambda: diagrams.draw_causal_graph(afs.causal_mask(6), TOKENS),
-    "dropout": lambda: diagrams.draw_dropout(
+    "causal_graph": lambda: figures.draw_causal_graph(afs.causal_mask(6), TOKENS),
+    "dropout": lambda: figures.draw_dropout(
         torch.full((6,), 1 / 6), torch.tensor([1 / 3, 0, 1 / 3, 0, 0, 1 / 3]), TOKENS, p=0.5
     ),
-    "head_split": lambda: diagrams.draw_head_split(2, 6, 4, 2),
-    "wrapper_vs_batched": lambda: diagrams.draw_wrapper_vs_batched(3, 2, 2),
-    "lines": lambda: diagrams.plot_attention_lines(torch.stack((weights(), weights())), TOKENS),
-    "lines_eight_heads_32_tokens": lambda: diagrams.plot_attention_lines(
+    "head_split": lambda: figures.draw_head_split(2, 6, 4, 2),
+    "wrapper_vs_batched": lambda: figures.draw_wrapper_vs_batched(3, 2, 2),
+    "lines": lambda: figures.plot_attention_lines(torch.stack((weights(), weights())), TOKENS),
+    "lines_eight_heads_32_tokens": lambda: figures.plot_attention_lines(
         weights(32).expand(8, 32, 32)
     ),
-    "strided_read": lambda: diagrams.draw_strided_read(torch.arange(1.0, 13).view(3, 4).T),
-    "positions_added": lambda: diagrams.draw_positions_added(
+    "strided_read": lambda: figures.draw_strided_read(torch.arange(1.0, 13).view(3, 4).T),
+    "positions_added": lambda: figures.draw_positions_added(
         torch.rand(6, 8) - 0.5, afs.sinusoidal_positions(6, 8), TOKENS
     ),
-    "induction_circuit": lambda: diagrams.draw_induction_circuit(
+    "induction_circuit": lambda: figures.draw_induction_circuit(
         list("abcdabcd"), weights(8), weights(8), query=5
     ),
-    "kv_cache": lambda: diagrams.draw_kv_cache(7, 4),
-    "tiles": lambda: diagrams.draw_tiles(16, 16, 4),
-    "grouped_heads": lambda: diagrams.draw_grouped_heads(8, (8, 2, 1)),
+    "kv_cache": lambda: figures.draw_kv_cache(7, 4),
+    "tiles": lambda: figures.draw_tiles(16, 16, 4),
+    "grouped_heads": lambda: figures.draw_grouped_heads(8, (8, 2, 1)),
 }
 
 
@@ -122,7 +122,7 @@ def test_palette_is_one_colour_per_role_and_colour_blind_safe() -> None:
 
 
 def test_context_vector_shows_the_numbers_of_journey() -> None:
-    texts = all_texts(diagrams.draw_context_vector(inputs(), TOKENS, query=1))
+    texts = all_texts(figures.draw_context_vector(inputs(), TOKENS, query=1))
     # journey . journey = 0.55^2 + 0.87^2 + 0.66^2 = 1.495, and journey . Your = 0.9544.
     assert "1.50" in texts and "0.95" in texts
     # The weight of "journey" for itself and its context vector, as printed in chapter 1.
@@ -134,7 +134,7 @@ def test_context_vector_shows_the_numbers_of_journey() -> None:
 
 def test_query_path_scales_the_scores_by_the_key_size() -> None:
     x = inputs()
-    texts = all_texts(diagrams.draw_query_path(x, x, x, TOKENS, query=1))
+    texts = all_texts(figures.draw_query_path(x, x, x, TOKENS, query=1))
     # The same scores as chapter 1, divided by sqrt(d_k) = sqrt(3) before the softmax.
     expected = torch.softmax(x @ x[1] / 3**0.5, dim=-1)
     assert [f"{w:.3f}" for w in expected.tolist()] == [
@@ -145,7 +145,7 @@ def test_query_path_scales_the_scores_by_the_key_size() -> None:
 
 
 def test_attention_matrices_frame_the_query_row_in_every_block() -> None:
-    fig = diagrams.draw_attention_matrices(inputs(), TOKENS, query=5)
+    fig = figures.draw_attention_matrices(inputs(), TOKENS, query=5)
     texts = all_texts(fig)
     assert sum("(6, 3)" in text for text in texts) == 2  # X and Z, named with their shapes
     assert sum("(6, 6)" in text for text in texts) == 2  # the scores and the weights
@@ -164,7 +164,7 @@ def test_attention_matrices_frame_the_query_row_in_every_block() -> None:
 
 
 def test_projections_label_every_block_with_its_shape() -> None:
-    fig = diagrams.draw_projections(inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 5))
+    fig = figures.draw_projections(inputs(), torch.rand(3, 2), torch.rand(3, 2), torch.rand(3, 5))
     texts = all_texts(fig)
     assert texts.count("(3, 2)") == 2 and "(3, 5)" in texts
     assert texts.count("(6, 2)") == 3  # Q and K above, Q again below
@@ -180,14 +180,14 @@ def arrows(fig: Figure, colour: str) -> list[FancyArrowPatch]:
 
 
 def test_causal_graph_draws_an_arc_per_allowed_and_forbidden_pair() -> None:
-    fig = diagrams.draw_causal_graph(afs.causal_mask(6), TOKENS)
+    fig = figures.draw_causal_graph(afs.causal_mask(6), TOKENS)
     # 6 tokens: 15 pairs j < i and 6 self-loops are allowed, 15 pairs j > i forbidden.
     # Allowed edges carry messages, which are values: green.
     assert len(arrows(fig, to_hex(ROLE_COLOURS["value"]))) == 21
     assert len(arrows(fig, to_hex(ROLE_COLOURS["mask"]))) == 15
     assert all_texts(fig).count("×") == 15
     # No mask at all: every pair may talk.
-    open_fig = diagrams.draw_causal_graph(torch.zeros(4, 4, dtype=torch.bool))
+    open_fig = figures.draw_causal_graph(torch.zeros(4, 4, dtype=torch.bool))
     assert len(arrows(open_fig, to_hex(ROLE_COLOURS["value"]))) == 16
     assert arrows(open_fig, to_hex(ROLE_COLOURS["mask"])) == []
 
@@ -198,7 +198,7 @@ def test_dropout_crosses_out_exactly_the_dropped_weights() -> None:
     dropped = torch.nn.Dropout(0.5)(row)
     zeros = int((dropped == 0).sum())
     assert 0 < zeros < 6  # this seed drops some but not all
-    texts = all_texts(diagrams.draw_dropout(row, dropped, TOKENS, p=0.5))
+    texts = all_texts(figures.draw_dropout(row, dropped, TOKENS, p=0.5))
     assert texts.count("×") == zeros
     assert texts.count("0.00") >= zeros
     assert any("= 2" in text for text in texts)  # 1 / (1 - 0.5)
@@ -206,17 +206,17 @@ def test_dropout_crosses_out_exactly_the_dropped_weights() -> None:
 
 def test_dropout_names_its_query_in_the_labels() -> None:
     row = torch.full((4,), 0.25)
-    texts = all_texts(diagrams.draw_dropout(row, row * 2, p=0.5, query=3))
+    texts = all_texts(figures.draw_dropout(row, row * 2, p=0.5, query=3))
     assert any("alpha_{3j}" in text for text in texts)
     assert any("z^{(3)}" in text for text in texts)
     with pytest.raises(ValueError):
-        diagrams.draw_dropout(row, row * 2, p=0.5, query=-1)
+        figures.draw_dropout(row, row * 2, p=0.5, query=-1)
     with pytest.raises(TypeError):
-        diagrams.draw_dropout(row, row * 2, p=0.5, query=2.0)
+        figures.draw_dropout(row, row * 2, p=0.5, query=2.0)
 
 
 def test_head_split_keeps_each_feature_in_its_column() -> None:
-    fig = diagrams.draw_head_split(2, 6, 4, 2)
+    fig = figures.draw_head_split(2, 6, 4, 2)
     texts = all_texts(fig)
     assert "(b, t, d_out)\n= (2, 6, 4)" in texts
     assert "(b, t, h, d_h)\n= (2, 6, 2, 2)" in texts
@@ -227,7 +227,7 @@ def test_head_split_keeps_each_feature_in_its_column() -> None:
 
 
 def test_wrapper_vs_batched_shows_both_shapes() -> None:
-    texts = " ".join(all_texts(diagrams.draw_wrapper_vs_batched(3, 2, 2)))
+    texts = " ".join(all_texts(figures.draw_wrapper_vs_batched(3, 2, 2)))
     assert "(3, 2)" in texts and "(3, 4)" in texts and "(b, t, 4)" in texts
 
 
@@ -248,7 +248,7 @@ def test_line_view_draws_a_line_per_weight_with_its_opacity() -> None:
     # One head looking at itself, one spreading evenly over the first two keys.
     eye = torch.eye(3)
     even = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0]])
-    fig = diagrams.plot_attention_lines(torch.stack((eye, even)), ["a", "b", "c"])
+    fig = figures.plot_attention_lines(torch.stack((eye, even)), ["a", "b", "c"])
     by_head = line_alphas(fig)
     assert sorted(by_head) == sorted(to_hex(colour) for colour in HEAD_COLOURS[:2])
     assert sorted(by_head[to_hex(HEAD_COLOURS[0])]) == [1.0, 1.0, 1.0]
@@ -258,7 +258,7 @@ def test_line_view_draws_a_line_per_weight_with_its_opacity() -> None:
     assert all(start[1] == end[1] and start[0] < end[0] for start, end in segments)
     assert {"head 0", "head 1", "a", "b", "c"} <= set(all_texts(fig))
     # One head as (t, s), cross-attention labels, named panels.
-    fig = diagrams.plot_attention_lines(
+    fig = figures.plot_attention_lines(
         torch.full((2, 3), 1 / 3),
         ["le", "chat"],
         key_tokens=["the", "black", "cat"],
@@ -273,10 +273,10 @@ def test_line_view_draws_a_line_per_weight_with_its_opacity() -> None:
 
 def test_strided_read_tells_whether_view_can_follow() -> None:
     transposed = torch.arange(1.0, 13).view(3, 4).T  # reads storage 0, 4, 8, 1, 5, ...
-    texts = all_texts(diagrams.draw_strided_read(transposed, name="x_t"))
+    texts = all_texts(figures.draw_strided_read(transposed, name="x_t"))
     assert texts.count("+4") == 8 and texts.count("-7") == 3
     assert any("view(-1) fails" in text for text in texts)
-    texts = all_texts(diagrams.draw_strided_read(transposed.contiguous()))
+    texts = all_texts(figures.draw_strided_read(transposed.contiguous()))
     assert texts.count("+1") == 11
     assert any("view(-1) works" in text for text in texts)
 
@@ -290,7 +290,7 @@ def test_induction_circuit_names_the_token_to_predict() -> None:
     induction = torch.eye(t)
     induction[7] = 0.0
     induction[7, 3] = 1.0  # query 7 ("7") attends to key 3 ("1"), after the earlier "7"
-    fig = diagrams.draw_induction_circuit(sequence, previous, induction, query=7)
+    fig = figures.draw_induction_circuit(sequence, previous, induction, query=7)
     texts = " ".join(all_texts(fig))
     assert 'key 3 ("1")' in texts and 'earlier "7" at position 2' in texts
     assert 'predict "1" at position 8' in texts
@@ -301,7 +301,7 @@ def test_induction_circuit_names_the_token_to_predict() -> None:
 
 
 def test_kv_cache_counts_the_keys_and_values_computed() -> None:
-    fig = diagrams.draw_kv_cache(7, 4)
+    fig = figures.draw_kv_cache(7, 4)
     texts = all_texts(fig)
     # Without a cache: 7 + 8 + 9 + 10 + 11 = 45; with one: the prompt's 7, then 1 per step.
     assert "keys and values computed: 45" in texts
@@ -323,7 +323,7 @@ def test_kv_cache_counts_the_keys_and_values_computed() -> None:
 def test_tiles_are_computed_skipped_or_partly_masked(
     t: int, s: int, block: int, counts: tuple[int, int, int]
 ) -> None:
-    texts = all_texts(diagrams.draw_tiles(t, s, block))
+    texts = all_texts(figures.draw_tiles(t, s, block))
     computed, partly, skipped = counts
     assert f"computed: {computed}" in texts
     assert f"partly masked: {partly}" in texts
@@ -331,7 +331,7 @@ def test_tiles_are_computed_skipped_or_partly_masked(
 
 
 def test_grouped_heads_connect_each_query_head_to_its_group() -> None:
-    fig = diagrams.draw_grouped_heads(8, (8, 2, 1))
+    fig = figures.draw_grouped_heads(8, (8, 2, 1))
     drawn = lines(fig)
     assert len(drawn) == 3 * 8
     # In the grouped row, query heads 0-3 share one colour and 4-7 another.
@@ -350,32 +350,32 @@ def test_grouped_heads_connect_each_query_head_to_its_group() -> None:
 
 BAD: list[tuple[Callable[[], object], type[Exception], str]] = [
     (
-        lambda: diagrams.plot_attention_lines(torch.full((6, 6), float("nan"))),
+        lambda: figures.plot_attention_lines(torch.full((6, 6), float("nan"))),
         ValueError,
         r"weights: expected attention weights, finite",
     ),
     (
-        lambda: diagrams.plot_attention_lines(torch.full((9, 4, 4), 0.25)),
+        lambda: figures.plot_attention_lines(torch.full((9, 4, 4), 0.25)),
         ValueError,
         r"at most 8 heads",
     ),
     (
-        lambda: diagrams.plot_attention_lines(torch.full((40, 40), 1 / 40)),
+        lambda: figures.plot_attention_lines(torch.full((40, 40), 1 / 40)),
         ValueError,
         r"at most 32 tokens per side",
     ),
     (
-        lambda: diagrams.plot_attention_lines(torch.full((2, 4, 4), 0.25), ["a", "b"]),
+        lambda: figures.plot_attention_lines(torch.full((2, 4, 4), 0.25), ["a", "b"]),
         ValueError,
         r"tokens: expected 4 labels",
     ),
     (
-        lambda: diagrams.plot_attention_lines(torch.full((4, 4), 0.25), head_names="h"),
+        lambda: figures.plot_attention_lines(torch.full((4, 4), 0.25), head_names="h"),
         TypeError,
         r"head_names: expected a sequence of strings",
     ),
     (
-        lambda: diagrams.plot_attention_lines(torch.ones(2, 2, dtype=torch.long)),
+        lambda: figures.plot_attention_lines(torch.ones(2, 2, dtype=torch.long)),
         TypeError,
         r"weights: expected a floating-point tensor",
     ),

@@ -4,7 +4,7 @@ outside the kernel, and full marks for the book's own chapters.
 The reference chapters are graded once per test session (two at a time) and shared by every
 test that needs them; that run also proves each chapter runs top to bottom without a cell
 raising. Every test here that grades (a kernel running a notebook) is marked slow; the parts
-of the grader that need no kernel are tested in tests/test_grading_report.py.
+of the grader that need no kernel are tested in tests/test_grading_grades.py.
 """
 
 from __future__ import annotations

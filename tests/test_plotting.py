@@ -54,11 +54,11 @@ def test_importing_the_package_does_not_import_matplotlib() -> None:
 
 
 def test_lazy_attributes_are_the_plotting_functions() -> None:
-    from attention_from_scratch import plotting
+    from attention_from_scratch import figures
 
-    assert afs.plot_attention is plotting.plot_attention
-    assert afs.plot_attention_heads is plotting.plot_attention_heads
-    assert afs.plot_layout is plotting.plot_layout
+    assert afs.plot_attention is figures.plot_attention
+    assert afs.plot_attention_heads is figures.plot_attention_heads
+    assert afs.plot_layout is figures.plot_layout
     with pytest.raises(AttributeError, match="plot_nothing"):
         _ = afs.plot_nothing
 

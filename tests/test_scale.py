@@ -583,14 +583,29 @@ def test_input_checks_still_name_the_problem_on_the_fast_path() -> None:
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "message"),
     [
-        (((1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4)), {}, TypeError, r"q: expected a torch.Tensor"),
-        (((1, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4)), {}, ValueError, r"q: expected a tensor of shape"),
-        (((1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 2, 4)), {}, ValueError, r"v: expected the shape of k"),
+        (
+            ((1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4)),
+            {},
+            TypeError,
+            r"queries: expected a torch.Tensor",
+        ),
+        (
+            ((1, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4)),
+            {},
+            ValueError,
+            r"queries: expected a tensor of shape",
+        ),
+        (
+            ((1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 2, 4)),
+            {},
+            ValueError,
+            r"values: expected the shape of the keys",
+        ),
         (
             ((1, 2, 3, 4), (1, 3, 3, 4), (1, 3, 3, 4)),
             {},
             ValueError,
-            r"k: expected \(b, h, s, d_h\)",
+            r"keys: expected \(b, h, s, d_h\) .* like the queries",
         ),
         (
             ((1, 2, 3, 4), (1, 2, 2, 4), (1, 2, 2, 4)),
@@ -610,7 +625,7 @@ def test_tiled_attention_refuses_bad_inputs(
         torch.zeros(shape) if isinstance(shape, tuple) and len(shape) in (3, 4) else shape
         for shape in args
     ]
-    if message.startswith("q: expected a torch.Tensor"):
+    if message.startswith("queries: expected a torch.Tensor"):
         tensors[0] = [0.0]
     with pytest.raises(error, match=message):
         afs.tiled_attention(*tensors, **kwargs)
@@ -618,7 +633,7 @@ def test_tiled_attention_refuses_bad_inputs(
 
 def test_tiled_attention_refuses_mixed_dtypes() -> None:
     q = torch.zeros(1, 1, 2, 2)
-    with pytest.raises(ValueError, match=r"k: expected torch.float32 on cpu like q"):
+    with pytest.raises(ValueError, match=r"keys: expected torch.float32 on cpu like the queries"):
         afs.tiled_attention(q, q.double(), q.double())
 
 

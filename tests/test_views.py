@@ -185,6 +185,23 @@ def test_a_view_is_self_contained_small_and_has_a_fallback(view: View) -> None:
     assert len(ids) == 2 and ids[0] != ids[1]
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_explorers_fallback_table_shows_torchs_weights(causal: bool) -> None:
+    queries, keys, values = chapter3_tensors()
+    tokens, _ = toy_sentence()
+    scale = keys.shape[1] ** -0.5
+    page = attention_explorer(
+        tokens, queries=queries, keys=keys, values=values, scale=scale, causal=causal
+    ).html()
+    fallback = re.search(r'<div class="afs-fallback">(.*?)</div><div class="afs-mount">', page)
+    rows = re.findall(r"<tr><th scope=\"row\">[^<]*</th>(.*?)</tr>", fallback.group(1))
+    shown = [[float(cell) for cell in re.findall(r"<td>([^<]*)</td>", row)] for row in rows]
+    expected = masked_softmax(queries @ keys.T, scale, 1.0, causal)  # (t, t)
+    assert torch.tensor(shown).sub(expected).abs().max() <= 0.005 + 1e-9
+    if causal:
+        assert shown[0][1:] == [0.0] * (len(tokens) - 1)  # the future is hidden
+
+
 def test_text_from_the_reader_cannot_end_a_script_or_add_markup() -> None:
     evil = "</script><script>alert(1)</script>"
     _, inputs = toy_sentence()

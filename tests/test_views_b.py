@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from attention_from_scratch import CachedAttention, KVCache, TinyCausalModel, induction_task
-from attention_from_scratch.views.kv_cache import kv_cache_data, kv_cache_stepper
+from attention_from_scratch.views.cache_stepper import cache_stepper_data, kv_cache_stepper
 from attention_from_scratch.views.live_model import HELD_OUT_SAMPLE, live_model, live_model_data
 from attention_from_scratch.views.tiles import tiles_data, tiles_stepper
 from attention_from_scratch.views.widget import MAX_VIEW_BYTES
@@ -34,7 +34,7 @@ import browser_checks
 NODE = shutil.which("node")
 JS_TEST = Path(__file__).parent / "js" / "views_b.test.js"
 VIEWS_DIR = Path(str(resources.files("attention_from_scratch.views").joinpath("js")))
-SCRIPTS = ["live_model", "kv_cache", "tiles"]
+SCRIPTS = ["live_model", "cache_stepper", "tiles"]
 
 
 def run_node(tmp_path: Path, fixture: dict) -> dict:
@@ -234,8 +234,8 @@ def test_kv_cache_steps_equal_torchs_cached_layer(tmp_path) -> None:
     layer = CachedAttention(16, 16, 10, dropout=0.0, num_heads=4).eval()
     x = torch.randn(1, 10, 16)
     prompt = 4
-    data = kv_cache_data(layer, x, prompt)
-    steps = run_node(tmp_path, {"kv_cache": {"data": data}})["kv_cache"]
+    data = cache_stepper_data(layer, x, prompt)
+    steps = run_node(tmp_path, {"cache_stepper": {"data": data}})["cache_stepper"]
     cache = KVCache()
     with torch.no_grad():
         full, _ = layer(x, True)  # (1, t, d), one causal pass
@@ -310,6 +310,8 @@ def test_tiles_each_block_and_the_final_row_equal_torch(tmp_path) -> None:
             assert (as_tensor(block["o"]) - o).abs().max() < 1e-5
         expected = torch.softmax(scores, dim=0) @ values  # (d_h,)
         assert (as_tensor(got["output"]) - expected).abs().max() < 1e-5
+        # The reference the page compares with (the package's attention) is torch's too.
+        assert (as_tensor(got["direct"]) - expected).abs().max() < 1e-5
         assert got["max_diff"] < 1e-9
 
 
@@ -350,7 +352,7 @@ def test_views_work_with_the_keyboard_offline_and_accessibly(tmp_path) -> None:
     scores, values, size = tile_cases()[1]
     views = {
         "live_model": live_model(tiny_model(0), inputs[0], held_out=(inputs, targets)),
-        "kv_cache": kv_cache_stepper(layer, torch.randn(10, 16), 4),
+        "cache_stepper": kv_cache_stepper(layer, torch.randn(10, 16), 4),
         "tiles": tiles_stepper(scores, values, size),
     }
     for name, view in views.items():
@@ -384,7 +386,7 @@ def test_views_work_with_the_keyboard_offline_and_accessibly(tmp_path) -> None:
             assert f"of {HELD_OUT_SAMPLE} sequences drawn in the page" in seen["statusOff"]
             assert "layer 0 (off)" in seen["header"] and "layer 1 (off)" not in seen["header"]
             assert "off" in seen["captions"][0] and "off" not in seen["captions"][1]
-        elif result["name"] == "kv_cache":
+        elif result["name"] == "cache_stepper":
             assert seen["focusVisible"], where
             assert seen["status0"] == ""  # nothing announced on page load
             assert seen["status"].startswith("Decode step 3: token 6 projected, 6 keys")

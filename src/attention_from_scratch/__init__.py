@@ -21,7 +21,7 @@ module                    chapter
 ``tiled``                 7. Tiled attention: the online softmax, FlashAttention's backward
 ``memory``                7. The peak memory of a computation, on the CPU as on CUDA
 ``grouped``               7. Grouped-query attention: query heads sharing key/value heads
-``plotting``              figures for every chapter (imports matplotlib on first use)
+``figures``               figures for every chapter (imports matplotlib on first use)
 ``source``                the package's own source, shown in the chapters
 ========================  ==========================================================
 
@@ -79,7 +79,7 @@ from .word_vectors import (
 )
 
 if TYPE_CHECKING:
-    from .plotting import plot_attention, plot_attention_heads, plot_layout
+    from .figures import plot_attention, plot_attention_heads, plot_layout
 
 __version__ = "0.1.0"
 
@@ -89,7 +89,7 @@ _LAZY = {"plot_attention", "plot_attention_heads", "plot_layout"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(".plotting", __name__), name)
+        return getattr(import_module(".figures", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -31,27 +31,34 @@ def _check_4d(name: str, x: object, shape: str) -> torch.Tensor:
     return x
 
 
-def _check_qkv(q: object, k: object, v: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    q = _check_4d("q", q, "(b, h, t, d_h)")
-    k = _check_4d("k", k, "(b, h, s, d_h)")
-    v = _check_4d("v", v, "(b, h, s, d_h)")
-    if k.shape != v.shape:
-        raise ValueError(f"v: expected the shape of k {tuple(k.shape)}, got {tuple(v.shape)}")
-    if q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+def _check_inputs(
+    queries: object, keys: object, values: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    queries = _check_4d("queries", queries, "(b, h, t, d_h)")
+    keys = _check_4d("keys", keys, "(b, h, s, d_h)")
+    values = _check_4d("values", values, "(b, h, s, d_h)")
+    if keys.shape != values.shape:
         raise ValueError(
-            f"k: expected (b, h, s, d_h) with b, h, d_h = {q.shape[0]}, {q.shape[1]}, "
-            f"{q.shape[3]} like q, got shape {tuple(k.shape)}"
+            f"values: expected the shape of the keys {tuple(keys.shape)}, got {tuple(values.shape)}"
         )
-    for name, x in (("k", k), ("v", v)):
-        if x.device != q.device or x.dtype != q.dtype:
+    if queries.shape[:2] != keys.shape[:2] or queries.shape[3] != keys.shape[3]:
+        b, h, _, d_h = queries.shape
+        raise ValueError(
+            f"keys: expected (b, h, s, d_h) with b, h, d_h = {b}, {h}, {d_h} like the "
+            f"queries, got shape {tuple(keys.shape)}"
+        )
+    for name, x in (("keys", keys), ("values", values)):
+        if x.device != queries.device or x.dtype != queries.dtype:
             raise ValueError(
-                f"{name}: expected {q.dtype} on {q.device} like q, got {x.dtype} on {x.device}"
+                f"{name}: expected {queries.dtype} on {queries.device} like the queries, "
+                f"got {x.dtype} on {x.device}"
             )
-    if q.shape[2] == 0 or k.shape[2] == 0:
+    if queries.shape[2] == 0 or keys.shape[2] == 0:
         raise ValueError(
-            f"q, k: expected at least one token each, got t={q.shape[2]}, s={k.shape[2]}"
+            f"queries, keys: expected at least one token each, got t={queries.shape[2]}, "
+            f"s={keys.shape[2]}"
         )
-    return q, k, v
+    return queries, keys, values
 
 
 def _mask_tile(
@@ -80,9 +87,9 @@ def _mask_tile(
 
 
 def tiled_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
     block_size: int = 64,
     causal: bool = True,
     *,
@@ -111,9 +118,9 @@ def tiled_attention(
     0 instead, so no NaN appears (``exp(-inf - (-inf))`` would be one).
 
     Args:
-        q: queries, shape ``(b, h, t, d_h)``.
-        k: keys, shape ``(b, h, s, d_h)``.
-        v: values, shape ``(b, h, s, d_h)``.
+        queries: ``(b, h, t, d_h)``.
+        keys: ``(b, h, s, d_h)``.
+        values: ``(b, h, s, d_h)``.
         block_size: tokens per block, for queries and for keys.
         causal: mask the future. Query ``i`` sits at position ``s - t + i``
             (the last ``t`` of the ``s`` tokens, as when decoding with a
@@ -130,35 +137,36 @@ def tiled_attention(
 
     Introduced in chapter 7.
     """
-    q, k, v = _check_qkv(q, k, v)
+    queries, keys, values = _check_inputs(queries, keys, values)
     block_size = check_positive_int("block_size", block_size)
     causal = check_bool("causal", causal)
     return_lse = check_bool("return_lse", return_lse)
-    b, _, t, d_h = q.shape
-    s = k.shape[2]
+    b, _, t, d_h = queries.shape
+    s = keys.shape[2]
     if causal and s < t:
         raise ValueError(
-            f"k: expected at least as many keys as queries (s >= t = {t}) "
+            f"keys: expected at least as many keys as queries (s >= t = {t}) "
             f"when causal=True, got s={s}"
         )
     pad = key_padding_mask
     if pad is not None:
-        pad = check_padding_mask(pad, b, s, q.device)
+        pad = check_padding_mask(pad, b, s, queries.device)
     offset = s - t  # the position of query 0
-    q = q * d_h**-0.5  # scaled first, as in MultiHeadAttention
-    out = torch.empty_like(q)  # (b, h, t, d_h)
-    lse = q.new_empty(q.shape[:3])  # (b, h, t)
+    queries = queries * d_h**-0.5  # scaled first, as in MultiHeadAttention
+    out = torch.empty_like(queries)  # (b, h, t, d_h)
+    lse = queries.new_empty(queries.shape[:3])  # (b, h, t)
     for q0 in range(0, t, block_size):
         q1 = min(q0 + block_size, t)
-        q_blk = q[:, :, q0:q1]  # (b, h, bq, d_h)
-        m = torch.full_like(q_blk[..., :1], -math.inf)  # (b, h, bq, 1)
+        query_block = queries[:, :, q0:q1]  # (b, h, bq, d_h)
+        m = torch.full_like(query_block[..., :1], -math.inf)  # (b, h, bq, 1)
         row_sum = torch.zeros_like(m)  # (b, h, bq, 1)
-        acc = torch.zeros_like(q_blk)  # (b, h, bq, d_h)
+        acc = torch.zeros_like(query_block)  # (b, h, bq, d_h)
         # Keys from last_key on are in the future of every query here.
         last_key = offset + q1 if causal else s
         for k0 in range(0, last_key, block_size):
             k1 = min(k0 + block_size, last_key)
-            scores = q_blk @ k[:, :, k0:k1].transpose(2, 3)  # (b, h, bq, bk)
+            key_block = keys[:, :, k0:k1]  # (b, h, bk, d_h)
+            scores = query_block @ key_block.transpose(2, 3)  # (b, h, bq, bk)
             scores = _mask_tile(scores, offset + q0, k0, causal, pad)
             block_max = scores.amax(dim=-1, keepdim=True)  # (b, h, bq, 1)
             m_new = torch.maximum(m, block_max)  # (b, h, bq, 1)
@@ -167,7 +175,7 @@ def tiled_attention(
             rescale = torch.exp(m - m_safe)  # (b, h, bq, 1); 0 at first
             p = torch.exp(scores - m_safe)  # (b, h, bq, bk)
             row_sum = row_sum * rescale + p.sum(dim=-1, keepdim=True)
-            acc = acc * rescale + p @ v[:, :, k0:k1]  # (b, h, bq, d_h)
+            acc = acc * rescale + p @ values[:, :, k0:k1]  # (b, h, bq, d_h)
             m = m_new
         # row_sum >= 1 once a key is seen (its largest term is e^0); a row
         # that saw none has acc = 0 and gets 0, not 0 / 0.
@@ -182,27 +190,27 @@ class TiledAttention(torch.autograd.Function):
 
     :func:`tiled_attention` under autograd saves every tile's intermediates
     for the backward pass: memory quadratic in ``t`` again. This function
-    saves only ``q``, ``k``, ``v``, the output ``O`` and the log-sum-exp
-    ``L = m + log l`` of each query row, all linear in ``t``. Its backward
+    saves only the queries, keys and values, the output ``O`` and the
+    log-sum-exp ``L = m + log l`` of each query row, all linear in ``t``. Its backward
     pass visits the same tiles again, recomputes the weights as
     ``P = exp(scores - L)`` and accumulates the gradients tile by tile:
     ``dV += P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - D)`` with
     ``D = rowsum(dO * O)``, ``dQ += dS K / sqrt(d_h)``,
     ``dK += dS^T Q / sqrt(d_h)``.
 
-    Call it as ``TiledAttention.apply(q, k, v, block_size, causal,
-    key_padding_mask)``. Rows that see no key get a zero output and zero
-    gradients.
+    Call it as ``TiledAttention.apply(queries, keys, values, block_size,
+    causal, key_padding_mask)``. Rows that see no key get a zero output and
+    zero gradients.
 
     Args:
-        args: the arguments of ``apply``, positional: ``q``, ``k``, ``v``,
-            then optionally ``block_size``, ``causal`` and
+        args: the arguments of ``apply``, positional: ``queries``, ``keys``,
+            ``values``, then optionally ``block_size``, ``causal`` and
             ``key_padding_mask``, as for :func:`tiled_attention`.
         kwargs: none; ``apply`` takes positional arguments only.
 
     Shape:
-        - ``q``: ``(b, h, t, d_h)``; ``k``, ``v``: ``(b, h, s, d_h)``;
-          ``key_padding_mask``: ``(b, s)`` or ``None``.
+        - ``queries``: ``(b, h, t, d_h)``; ``keys``, ``values``:
+          ``(b, h, s, d_h)``; ``key_padding_mask``: ``(b, s)`` or ``None``.
         - Output: ``(b, h, t, d_h)``.
 
     Introduced in chapter 7.
@@ -211,19 +219,21 @@ class TiledAttention(torch.autograd.Function):
     @staticmethod
     def forward(
         ctx: Any,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
         block_size: int = 64,
         causal: bool = True,
         key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         out, lse = tiled_attention(
-            q, k, v, block_size, causal,
+            queries, keys, values, block_size, causal,
             key_padding_mask=key_padding_mask, return_lse=True,
         )  # fmt: skip
         # Linear in t: inputs, output, one number per row, no tile.
-        ctx.save_for_backward(q, k, v, out, lse, key_padding_mask)
+        ctx.save_for_backward(
+            queries, keys, values, out, lse, key_padding_mask
+        )  # fmt: skip
         ctx.block_size, ctx.causal = block_size, causal
         return out
 
@@ -232,28 +242,30 @@ class TiledAttention(torch.autograd.Function):
         ctx: Any,
         grad_out: torch.Tensor,
     ) -> tuple[torch.Tensor | None, ...]:
-        q, k, v, out, lse, pad = ctx.saved_tensors
+        queries, keys, values, out, lse, pad = ctx.saved_tensors
         size, causal = ctx.block_size, ctx.causal
-        t, s, d_h = q.shape[2], k.shape[2], q.shape[3]
+        t, s, d_h = queries.shape[2], keys.shape[2], queries.shape[3]
         offset, scale = s - t, d_h**-0.5
         # A row that saw no key has L = -inf; +inf makes its weights 0.
         lse = lse.masked_fill(lse == -math.inf, math.inf)[..., None]
         delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (b, h, t, 1)
-        dq, dk, dv = (torch.zeros_like(x) for x in (q, k, v))
+        # dQ, dK and dV of the formulas, accumulated tile by tile.
+        dq, dk, dv = (torch.zeros_like(x) for x in (queries, keys, values))
         for q0 in range(0, t, size):
             q1 = min(q0 + size, t)
-            q_blk = q[:, :, q0:q1] * scale  # (b, h, bq, d_h)
-            do_blk = grad_out[:, :, q0:q1]  # (b, h, bq, d_h)
+            query_block = queries[:, :, q0:q1] * scale  # (b, h, bq, d_h)
+            do_block = grad_out[:, :, q0:q1]  # (b, h, bq, d_h)
             last_key = offset + q1 if causal else s
             for k0 in range(0, last_key, size):
                 k1 = min(k0 + size, last_key)
-                k_blk, v_blk = k[:, :, k0:k1], v[:, :, k0:k1]
-                scores = q_blk @ k_blk.transpose(2, 3)  # (b, h, bq, bk)
+                key_block = keys[:, :, k0:k1]  # (b, h, bk, d_h)
+                value_block = values[:, :, k0:k1]  # (b, h, bk, d_h)
+                scores = query_block @ key_block.mT  # (b, h, bq, bk)
                 scores = _mask_tile(scores, offset + q0, k0, causal, pad)
                 p = torch.exp(scores - lse[:, :, q0:q1])  # the weights again
-                dv[:, :, k0:k1] += p.mT @ do_blk  # (b, h, bk, d_h)
-                dp = do_blk @ v_blk.transpose(2, 3)  # (b, h, bq, bk)
+                dv[:, :, k0:k1] += p.mT @ do_block  # (b, h, bk, d_h)
+                dp = do_block @ value_block.mT  # (b, h, bq, bk)
                 ds = p * (dp - delta[:, :, q0:q1])  # (b, h, bq, bk)
-                dq[:, :, q0:q1] += ds @ k_blk * scale  # (b, h, bq, d_h)
-                dk[:, :, k0:k1] += ds.mT @ q_blk  # (b, h, bk, d_h)
+                dq[:, :, q0:q1] += ds @ key_block * scale  # (b, h, bq, d_h)
+                dk[:, :, k0:k1] += ds.mT @ query_block  # (b, h, bk, d_h)
         return dq, dk, dv, None, None, None

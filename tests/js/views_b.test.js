@@ -38,10 +38,10 @@ if (fixture.live_model) {
   });
 }
 
-if (fixture.kv_cache) {
+if (fixture.cache_stepper) {
   test("KV cache: every step", () => {
-    const api = require(path.join(dir, "kv_cache.js"));
-    result.kv_cache = api.steps(fixture.kv_cache.data);
+    const api = require(path.join(dir, "cache_stepper.js"));
+    result.cache_stepper = api.steps(fixture.cache_stepper.data);
   });
 }
 

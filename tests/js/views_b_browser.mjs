@@ -60,7 +60,7 @@ const drive = {
     seen.captions = await page.evaluate(() => [...document.querySelectorAll(".afs-mount figcaption")].map((f) => f.textContent));
     return seen;
   },
-  async kv_cache(page) {
+  async cache_stepper(page) {
     const seen = { status0: await status(page) };
     await tabTo(page, () => document.activeElement.textContent === "Next step");
     seen.focusVisible = await focusVisible(page);

@@ -7,7 +7,7 @@
 - ``sandbox.py``: the bubblewrap sandbox and limits each kernel runs in;
 - ``run.py``: one notebook run in a fresh kernel, its answers called and judged;
 - ``folder.py``: a folder graded, each notebook in a process of its own;
-- ``report.py``: the one row type, grades.csv and the feedback files;
+- ``grades.py``: the one row type, grades.csv and the feedback files;
 - ``cli.py``: the command line.
 """
 
@@ -17,7 +17,7 @@ from .cli import main
 from .config import DEFAULT_GRADING, DEFAULT_SECRET, SANDBOXES, GradingConfig, Limits
 from .folder import grade_folder, grade_nbgrader
 from .graded import load_all, load_chapter, read_secret, variant_rng, variant_seed
-from .report import ExerciseScore, ManualExercise, Row, feedback_text, write_csv
+from .grades import ExerciseScore, ManualExercise, Row, feedback_text, write_csv
 from .sandbox import ADVICE, SandboxUnavailable, sandbox_command, sandbox_problem
 
 __all__ = [

@@ -11,7 +11,7 @@ import gradebook  # tools/gradebook.py, beside this package
 
 from .config import DEFAULT_GRADING, DEFAULT_MEMORY_GIB, DEFAULT_SECRET, DEFAULT_TIMEOUT, SANDBOXES
 from .folder import grade_folder, grade_nbgrader, grade_one
-from .report import points_text
+from .grades import points_text
 from .sandbox import SandboxUnavailable
 
 DESCRIPTION = "Grade a folder of submitted notebooks: `make grade SUBMISSIONS=DIR`."

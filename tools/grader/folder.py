@@ -20,7 +20,7 @@ from .config import (
     GradingConfig,
 )
 from .graded import read_secret
-from .report import Row, write_csv, write_feedback
+from .grades import Row, write_csv, write_feedback
 from .sandbox import ADVICE, SandboxUnavailable, own_processes, sandbox_problem
 
 # The command line that grades one notebook (`--one`) sits beside this package.

@@ -25,7 +25,7 @@ from typing import Any
 from . import channel
 from .config import GradingConfig
 from .graded import load_chapter, variant_rng
-from .report import CheckResult, ExerciseScore, ManualExercise, Row
+from .grades import CheckScore, ExerciseScore, ManualExercise, Row
 from .sandbox import sandboxed_kernel_manager
 from .spec import Case, GradedExercise
 
@@ -250,7 +250,7 @@ def judged(
             shown = f" (for {case.call.shown})" if case.call.shown else ""
             reasons[case.check] = (problem + shown)[:300]
     checks = tuple(
-        CheckResult(
+        CheckScore(
             check.name,
             check.title,
             check.points,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ._core import Check, Exercise, answer_tensor, check, format_result, run_checks
 from ._registry import all_exercises, chapter_of, get_exercise, load_chapter, load_check_file
-from .report import CheckResult, ExerciseResult
+from .results import CheckResult, ExerciseResult
 
 __all__ = [
     "Check",

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import torch
 
 from ._registry import LABEL_PATTERN, get_exercise, register
-from .report import CheckResult, ExerciseResult, one_line
+from .results import CheckResult, ExerciseResult, one_line
 
 # Printed lines stay within the book's 79 columns.
 WIDTH = 79

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .report import ExerciseResult
+from .results import ExerciseResult
 
 # The package of the checks, named in full.
 PACKAGE = "attention_from_scratch.exercises"

@@ -40,9 +40,9 @@ How to add a view (the contract every view keeps):
 
 from __future__ import annotations
 
+from .cache_stepper import kv_cache_stepper
 from .explorer import attention_explorer
 from .heads import head_view
-from .kv_cache import kv_cache_stepper
 from .live_model import live_model
 from .tiles import tiles_stepper
 from .widget import View

@@ -5,6 +5,11 @@ own tensors: choose a query token and the view shows its scores ω, the softmax 
 that the browser computes from them (``js/explorer.js``, with a temperature slider and a
 causal-mask toggle) and the context vector z they mix. Chapters 2 and 3 pass their queries,
 keys and values instead, with the scale 1/√d_k and the causal mask.
+
+The weights of the static fallback (temperature 1) come from chapter 3's
+:func:`~attention_from_scratch.attention`, so this module sits in chapter 3's layer of the
+package, though chapter 1 shows the view first: with ``scale=1`` and no mask, ``attention``
+is chapter 1's simplified attention.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 import torch
 
 from .._checks import check_bool, check_positive_float, check_tensor
+from ..causal import attention, causal_mask
 from ..palette import ROLE_COLOURS
 from .widget import View, check_labels, fallback_table, rounded
 
@@ -64,6 +70,33 @@ def explorer_data(
     Shape:
         scores ``(t, t)``; values ``(t, d_in)`` or ``(t, d_out)``.
     """
+    data, _ = _explorer(
+        tokens,
+        inputs,
+        queries=queries,
+        keys=keys,
+        values=values,
+        scale=scale,
+        causal=causal,
+        query=query,
+        temperature=temperature,
+    )
+    return data
+
+
+def _explorer(
+    tokens: Sequence[str],
+    inputs: torch.Tensor | None,
+    *,
+    queries: torch.Tensor | None,
+    keys: torch.Tensor | None,
+    values: torch.Tensor | None,
+    scale: float,
+    causal: bool,
+    query: int,
+    temperature: float,
+) -> tuple[dict[str, Any], torch.Tensor]:
+    # The data of explorer_data, and the weights (t, t) at temperature 1 for the fallback.
     labels = check_labels(tokens, MAX_EXPLORER_TOKENS)
     t = len(labels)
     if inputs is not None:
@@ -97,7 +130,9 @@ def explorer_data(
         scale_text = f"1/\u221a{d_k}"
     else:
         scale_text = f"{scale:.4g}"
-    return {
+    mask = causal_mask(t) if causal else None  # (t, t)
+    _, weights = attention(queries, keys, values, mask, scale=scale)  # (t, t)
+    data = {
         "tokens": labels,
         "scores": rounded(scores.tolist(), 10),
         "values": rounded(values.tolist(), 10),
@@ -109,6 +144,7 @@ def explorer_data(
         "colours": dict(ROLE_COLOURS),
         "symbols": {"score": "\u03c9", "weight": "\u03b1", "context": "z", "value": value_symbol},
     }
+    return data, weights
 
 
 def attention_explorer(
@@ -143,7 +179,7 @@ def attention_explorer(
     Raises:
         TypeError, ValueError: an argument of the wrong type or value, named in the message.
     """
-    data = explorer_data(
+    data, weights = _explorer(
         tokens,
         inputs,
         queries=queries,
@@ -152,12 +188,8 @@ def attention_explorer(
         scale=scale,
         causal=causal,
         query=query,
+        temperature=1.0,
     )
-    scores = torch.tensor(data["scores"], dtype=torch.float64)  # (t, t)
-    if causal:
-        future = torch.triu(torch.ones_like(scores, dtype=torch.bool), diagonal=1)  # (t, t)
-        scores = scores.masked_fill(future, float("-inf"))
-    weights = torch.softmax(scores * data["scale"], dim=-1)  # (t, t)
     labels = data["tokens"]
     table = fallback_table(
         "Attention weights \u03b1 (rows: queries, columns: keys)",

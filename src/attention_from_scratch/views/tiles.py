@@ -4,7 +4,9 @@
 the values; ``js/tiles.js`` visits the keys a block at a time, as ``tiled_attention`` does
 for every query at once, and shows after each block the running maximum ``m``, the running
 sum ``l``, the unnormalised output ``o`` and ``o / l``; the last ``o / l`` is compared with
-``softmax(scores) @ values``. A first block of masked keys shows the safe maximum at work.
+``softmax(scores) @ values``, which the data carries, computed by the package's
+:func:`~attention_from_scratch.attention` (chapter 3). A first block of masked keys shows the
+safe maximum at work.
 
 Dimension names used here: ``s`` keys, ``d_h`` size of one head.
 """
@@ -17,6 +19,7 @@ from typing import Any
 import torch
 
 from .._checks import check_positive_int, check_tensor
+from ..causal import attention
 from ..palette import ROLE_COLOURS
 from .live_model import encode_floats
 from .widget import View, fallback_table
@@ -44,13 +47,27 @@ def tiles_data(scores: torch.Tensor, values: torch.Tensor, block_size: int) -> d
         raise ValueError("scores: expected at least one key that is not masked (-inf)")
     if not torch.isfinite(scores[~masked]).all() or not torch.isfinite(values).all():
         raise ValueError("scores: expected finite numbers, or -inf for a masked key")
+    kept = scores.masked_fill(masked, 0.0)  # (s,)
     return {
-        "scores": encode_floats(scores.masked_fill(masked, 0.0)),
+        "scores": encode_floats(kept),
         "masked": masked.tolist(),
         "values": encode_floats(values),
+        "reference": _reference(kept, masked, values).tolist(),
         "block_size": block_size,
         "colours": COLOURS,
     }
+
+
+def _reference(kept: torch.Tensor, masked: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``softmax(scores) @ values`` by the package's attention, in float64 from the float32
+    numbers the page decodes: the unit vectors as keys make each query-key product one of
+    the given scores (``scale=1``), and the mask hides the masked keys. Shape ``(d_h,)``."""
+    s = kept.shape[0]
+    query = kept.detach().cpu().float().double()[None]  # (1, s)
+    unit_keys = torch.eye(s, dtype=torch.float64)  # (s, s): query . key_j = score j
+    value_rows = values.detach().cpu().float().double()  # (s, d_h)
+    context, _ = attention(query, unit_keys, value_rows, masked.cpu()[None], scale=1.0)  # (1, d_h)
+    return context[0]
 
 
 def tiles_stepper(scores: torch.Tensor, values: torch.Tensor, block_size: int) -> View:

@@ -9,6 +9,8 @@
   if (typeof module === "object" && module.exports) module.exports = api;
 })(typeof window !== "undefined" ? window : globalThis, function () {
   "use strict";
+  // The shared helpers (js/common.js): inlined before this file in a page, required in Node.
+  const common = (globalThis.AFSViews && globalThis.AFSViews.common) || require("./common.js");
 
   // A base64 string of little-endian float32 numbers -> Float64Array.
   function decodeFloats(text) {
@@ -60,16 +62,6 @@
     });
   }
 
-  // A numerically stable softmax of one row; -Infinity entries get 0.
-  function softmax(row) {
-    let max = -Infinity;
-    for (const v of row) if (v > max) max = v;
-    const exps = row.map((v) => Math.exp(v - max));
-    let sum = 0;
-    for (const v of exps) sum += v;
-    return exps.map((v) => v / sum);
-  }
-
   // One attention layer. off: a Set of head indices switched off (they add
   // nothing); with every head off the layer adds nothing at all, not even
   // its output bias, as the chapter's forward hook that zeroes its output.
@@ -90,7 +82,7 @@
           for (let c = 0; c < d; c++) sum += x[i][c] * keysSeen[j][c];
           scores[j] = sum;
         }
-        rows.push(softmax(scores));
+        rows.push(common.softmax(scores)); // -Infinity entries get 0
       }
       headWeights.push(rows); // (t, t)
       if (off.has(head)) continue;
@@ -398,7 +390,7 @@
       const body = el("tbody");
       const predictions = [];
       for (let i = 0; i < t; i++) {
-        const probs = softmax(result.logits[i]);
+        const probs = common.softmax(result.logits[i]);
         const best = argmax(probs);
         predictions.push(best);
         const row = el("tr", {}, [
@@ -466,5 +458,5 @@
     update();
   }
 
-  return { decodeFloats, loadWeights, forward, accuracy, inductionSequences, argmax, softmax, parseTokens, render };
+  return { decodeFloats, loadWeights, forward, accuracy, inductionSequences, argmax, parseTokens, render };
 });

@@ -4,7 +4,8 @@
 // rescaling what came before by exp(m - m_sub), where m_sub is the new maximum m'; a block
 // whose keys are all masked leaves m' at -inf, and the update then subtracts m_sub = 0
 // instead (the safe maximum, chapter 7's m_sub). The last o / l is
-// compared with softmax(scores) @ values, computed directly.
+// compared with softmax(scores) @ values, which the package's attention computed (the data's
+// reference).
 (function (global, factory) {
   var api = factory();
   var views = (global.AFSViews = global.AFSViews || {});
@@ -27,7 +28,7 @@
   }
 
   // data: {scores: {shape: [s]}, masked: [s booleans], values: {shape: [s, d_h]},
-  // block_size}. Returns {blocks: [...], output, direct, max_diff}.
+  // reference: [d_h], block_size}. Returns {blocks: [...], output, direct, max_diff}.
   function blocks(data) {
     const raw = decode(data.scores);
     const scores = raw.map((v, j) => (data.masked[j] ? -Infinity : v));
@@ -52,21 +53,18 @@
         current: ell > 0 ? o.map((v) => v / ell) : o.map(() => 0) });
       m = mNew;
     }
-    const top = Math.max(...scores);
-    const exps = scores.map((v) => Math.exp(v - top));
-    const total = exps.reduce((a, b) => a + b, 0);
-    const weights = exps.map((v) => v / total);
-    const direct = values[0].map((_, c) => weights.reduce((a, w, j) => a + w * values[j][c], 0));
+    const direct = data.reference;
     const output = o.map((v) => v / ell);
     const diff = Math.max(...output.map((v, c) => Math.abs(v - direct[c])));
-    return { blocks: out, output: output, direct: direct, weights: weights, max_diff: diff };
+    return { blocks: out, output: output, direct: direct, max_diff: diff };
   }
 
   // ------------------------------------------------------------------ view
   function render({ model, el: root }) {
     const c = globalThis.AFSViews.common;
     const data = { scores: model.get("scores"), masked: model.get("masked"),
-      values: model.get("values"), block_size: model.get("block_size") };
+      values: model.get("values"), reference: model.get("reference"),
+      block_size: model.get("block_size") };
     const colours = model.get("colours");
     const result = blocks(data);
     const scores = decode(data.scores);

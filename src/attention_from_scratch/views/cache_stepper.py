@@ -1,7 +1,7 @@
 """The KV-cache stepper (introduced in chapter 7).
 
 :func:`kv_cache_stepper` exports one attention layer's weights and a sequence of input
-vectors; ``js/kv_cache.js`` prefills the prompt, then decodes one token per step: it projects
+vectors; ``js/cache_stepper.js`` prefills the prompt, then decodes one token per step: it projects
 only the new token, appends its key and value to the cache, and shows which keys and values
 were computed this step and which were reused, the newest query's weights, and its output
 beside a full recomputation over every token so far.
@@ -57,7 +57,7 @@ def _check_layer(layer: object) -> _AttentionLayer:
     return layer
 
 
-def kv_cache_data(layer: nn.Module, x: torch.Tensor, prompt_length: int) -> dict[str, Any]:
+def cache_stepper_data(layer: nn.Module, x: torch.Tensor, prompt_length: int) -> dict[str, Any]:
     """The JSON-able data of :func:`kv_cache_stepper` (its arguments, checked)."""
     layer = _check_layer(layer)
     x = check_tensor(
@@ -110,7 +110,7 @@ def kv_cache_stepper(layer: nn.Module, x: torch.Tensor, prompt_length: int) -> V
 
     Introduced in chapter 7.
     """
-    data = kv_cache_data(layer, x, prompt_length)
+    data = cache_stepper_data(layer, x, prompt_length)
     t = (x[0] if x.dim() == 3 else x).shape[0]
     rows = [["0 (prefill)", f"0 to {prompt_length - 1}", "none"]]
     for step, position in enumerate(range(prompt_length, t), start=1):
@@ -122,7 +122,7 @@ def kv_cache_stepper(layer: nn.Module, x: torch.Tensor, prompt_length: int) -> V
             "Keys and values per step", ["step", "computed", "reused from the cache"], rows
         )
     )
-    return View("kv_cache", data, label="KV-cache stepper", fallback=fallback)
+    return View("cache_stepper", data, label="KV-cache stepper", fallback=fallback)
 
 
-__all__ = ["kv_cache_data", "kv_cache_stepper"]
+__all__ = ["cache_stepper_data", "kv_cache_stepper"]

@@ -1,4 +1,4 @@
-// The KV-cache stepper (chapter 7; attention_from_scratch.views.kv_cache): a prompt is
+// The KV-cache stepper (chapter 7; attention_from_scratch.views.cache_stepper): a prompt is
 // prefilled, then one token is decoded per step. Each step projects only its new tokens,
 // appends their keys and values to the cache, and lets the new queries attend to every
 // cached key; a full causal pass over all the tokens so far, computed separately, gives the
@@ -6,10 +6,12 @@
 (function (global, factory) {
   var api = factory();
   var views = (global.AFSViews = global.AFSViews || {});
-  views.kv_cache = api;
+  views.cache_stepper = api;
   if (typeof module === "object" && module.exports) module.exports = api;
 })(typeof window !== "undefined" ? window : globalThis, function () {
   "use strict";
+  // The shared helpers (js/common.js): inlined before this file in a page, required in Node.
+  const common = (globalThis.AFSViews && globalThis.AFSViews.common) || require("./common.js");
 
   // {shape: [rows, cols], data: base64 of little-endian float32} -> array of row arrays.
   function decode(entry) {
@@ -36,13 +38,6 @@
         return sum;
       }),
     );
-  }
-
-  function softmax(row) {
-    const top = Math.max(...row);
-    const exps = row.map((v) => Math.exp(v - top));
-    const total = exps.reduce((a, b) => a + b, 0);
-    return exps.map((v) => v / total);
   }
 
   function layer(data) {
@@ -75,7 +70,7 @@
           for (let c = head * dh; c < (head + 1) * dh; c++) sum += q[c] * scale * keys[j][c];
           scores.push(sum);
         }
-        const a = softmax(scores);
+        const a = common.softmax(scores);
         for (let j = 0; j < visible; j++) {
           for (let c = head * dh; c < (head + 1) * dh; c++) context[r][c] += a[j] * values[j][c];
         }

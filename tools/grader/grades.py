@@ -10,7 +10,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class CheckScore:
     """One graded check of one submission, as the grader judged it."""
 
     name: str
@@ -32,7 +32,7 @@ class CheckResult:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CheckResult:
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckScore:
         """The result written by :meth:`to_dict`."""
         return cls(
             str(data["name"]),
@@ -62,7 +62,7 @@ class ExerciseScore:
 
     earned: float
     possible: float
-    checks: tuple[CheckResult, ...] = ()
+    checks: tuple[CheckScore, ...] = ()
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +80,7 @@ class ExerciseScore:
         return cls(
             float(data["earned"]),
             float(data["possible"]),
-            tuple(CheckResult.from_dict(check) for check in data["checks"]),
+            tuple(CheckScore.from_dict(check) for check in data["checks"]),
             str(data["error"]),
         )
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import grader  # noqa: E402
 from grader import channel, kernel_side  # noqa: E402
-from grader.report import CheckResult  # noqa: E402
+from grader.grades import CheckScore  # noqa: E402
 from grader.run import judged  # noqa: E402
 from grader.spec import (  # noqa: E402
     Call,
@@ -288,7 +288,7 @@ def test_rows_read_back_as_the_child_process_wrote_them() -> None:
         notes="1 cell(s) raised",
         exercises={
             "ch0-ex-double": grader.ExerciseScore(
-                1.0, 3.0, (CheckResult("twice", "doubles", 2.0, False, "a hint", "off"),), ""
+                1.0, 3.0, (CheckScore("twice", "doubles", 2.0, False, "a hint", "off"),), ""
             )
         },
         manual=(grader.ManualExercise("ch0-ex-explain", 2.0),),
