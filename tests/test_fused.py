@@ -9,9 +9,11 @@ and sm_80 here, in a subprocess without the interpreter flag (Triton reads it on
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -221,6 +223,19 @@ def test_softmax_refuses_bad_input() -> None:
 def test_cpu_tensors_without_the_interpreter_get_a_clear_error() -> None:
     with pytest.raises(RuntimeError, match=r"^queries: cannot run a Triton kernel here"):
         fused.flash_attention(GOOD, GOOD, GOOD)
+
+
+def test_triton_is_optional_and_pinned_to_torchs_version_on_linux_x86_64_only() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
+    assert not any(d.startswith("triton") for d in project["dependencies"])
+    (extra,) = project["optional-dependencies"]["triton"]
+    requirements = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    (pinned,) = re.findall(r"^triton==.*$", requirements, re.MULTILINE)
+    torch_pin = re.search(r"^torch==(\d+\.\d+)", requirements, re.MULTILINE)
+    assert torch_pin is not None and torch_pin.group(1) == "2.13"  # which pairs with 3.7.1
+    linux_x86 = 'sys_platform == "linux" and platform_machine == "x86_64"'
+    assert extra == pinned == f"triton==3.7.1; {linux_x86}"
 
 
 # ---- compiled for a GPU, on this machine -------------------------------------------------
