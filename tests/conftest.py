@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 import torch
 
 import attention_from_scratch as afs
+
+# Triton (chapter 8) reads TRITON_INTERPRET as it is imported, by whichever test comes first:
+# without a GPU its kernels run in the interpreter.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ module                    chapter
 ``tiled``                 7. Tiled attention: the online softmax, FlashAttention's backward
 ``memory``                7. The peak memory of a computation, on the CPU as on CUDA
 ``grouped``               7. Grouped-query attention: query heads sharing key/value heads
+``fused``                 8. FlashAttention-2 in Triton (optional; imported on first use)
 ``figures``               figures for every chapter (imports matplotlib on first use)
 ``source``                the package's own source, shown in the chapters
 ========================  ==========================================================
@@ -80,16 +81,26 @@ from .word_vectors import (
 
 if TYPE_CHECKING:
     from .figures import plot_attention, plot_attention_heads, plot_layout
+    from .fused import FlashAttention, flash_attention, triton_status
 
 __version__ = "0.1.0"
 
 # Plotting needs matplotlib, which is slow to import; load it only when a plot is asked for.
-_LAZY = {"plot_attention", "plot_attention_heads", "plot_layout"}
+# The fused kernels import Triton (optional), which reads TRITON_INTERPRET as it is imported:
+# a chapter sets it first, then asks for a kernel.
+_LAZY = {
+    "plot_attention": ".figures",
+    "plot_attention_heads": ".figures",
+    "plot_layout": ".figures",
+    "FlashAttention": ".fused",
+    "flash_attention": ".fused",
+    "triton_status": ".fused",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(".figures", __name__), name)
+        return getattr(import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -101,6 +112,7 @@ __all__ = [
     "CausalAttention",
     "CorruptDownloadError",
     "CrossAttention",
+    "FlashAttention",
     "GloVe",
     "GroupedQueryAttention",
     "KVCache",
@@ -124,6 +136,7 @@ __all__ = [
     "causal_mask",
     "describe_layout",
     "evaluate",
+    "flash_attention",
     "generate",
     "grouped_attention",
     "head_attention",
@@ -150,4 +163,5 @@ __all__ = [
     "tiled_attention",
     "toy_sentence",
     "train",
+    "triton_status",
 ]
