@@ -379,11 +379,9 @@ class AccuracyByPosition(GradedExercise):
             "the accuracy at every position of sequences placed at positions offset, offset + "
             "1, ...",
             "The model's forward pass starts every sequence at position 0: run its steps "
-            "yourself, as the page does when it removes a path, giving the offset to the "
-            "embedding, where learned and sinusoidal positions enter. A rotary layer sees only "
-            "the distance between a query and a key, which an offset shared by both leaves as "
-            "it is: its blocks need none. Then average the right predictions over the "
-            "sequences, one column at a time, counting only the targets that are not "
+            "yourself, as the page does when it removes a path, and ask where each kind of "
+            "position enters and what an offset changes there. Then compare the predictions "
+            "with the targets one column at a time, counting only the targets that are not "
             "IGNORE_INDEX.",
         ),
         Check(
@@ -490,9 +488,8 @@ class HeadSwitchedOff(GradedExercise):
             "one_head",
             2,
             "the logits with one head of one layer switched off",
-            "A head's output exists on its own only before out_proj mixes the heads: set "
-            "that head's d_h context features to zero there (a forward pre-hook on out_proj "
-            "sees them), and let out_proj add its bias as usual.",
+            "A head's output exists on its own only before out_proj mixes the heads: which "
+            "features are that head's there? A hook lets you change what a module receives.",
         ),
         Check(
             "restored",
@@ -761,10 +758,9 @@ class WindowedBound(GradedExercise):
             2,
             "the bound at every position for a reader that sees a window of earlier tokens, "
             "from the cumulative counts",
-            "At position i the reader knows only the bag of the tokens in its window, the "
-            "min(i, window) before i. Two rows of the cumulative counts tell how often each "
-            "token occurs between them: guess the most frequent, and average count / size "
-            "over the sequences.",
+            "At position i the reader knows only the bag of the tokens in its window. What "
+            "do two rows of the cumulative counts tell together? From the bag, the best guess "
+            "and its chance are the page's order-blind ones.",
         ),
         Check(
             "edges",

@@ -176,8 +176,7 @@ def right_at_even_positions_wrong_at_odd_ones(
 
 @extrapolate.check(
     hint="The model's own forward pass puts the first token at position 0: run its steps "
-    "yourself and give the offset to where positions enter. A model without positions "
-    "cannot tell where the sequences sit."
+    "yourself, and find where the positions enter."
 )
 def moved_to_positions_32_to_63(
     accuracy_by_position: Callable[..., object], k_models: object, x_test: torch.Tensor
@@ -199,8 +198,8 @@ ablate_induction = Exercise("ch6-ex-ablate-induction", chapter=6)
 
 
 @ablate_induction.check(
-    hint="Set the head's d_h context features to zero before out_proj mixes the heads (a "
-    "forward pre-hook on out_proj): with one head, out_proj then adds only its bias."
+    hint="Switch the head off before out_proj mixes the heads: a hook lets you change what "
+    "a module receives. With one head, out_proj then adds only its bias."
 )
 def the_induction_head_switched_off(
     logits_without_head: Callable[..., object],
@@ -305,9 +304,9 @@ def _counts(inputs: torch.Tensor, vocab_size: int) -> torch.Tensor:
 
 
 @why_order_blind.check(
-    hint="At position i the reader knows only how often each token occurs among the "
-    "min(i, window) tokens before i, which two rows of the counts tell: its best guess is "
-    "the most frequent, right with probability count / size. Average over the sequences."
+    hint="At position i the reader knows only the bag of the tokens in its window, which the "
+    "cumulative counts hold: how? From the bag, its best guess and its chance are the page's "
+    "order-blind ones. Average over the sequences."
 )
 def two_short_sequences(bound_by_position: Callable[..., object]) -> None:
     """two sequences of 6 tokens, k = 1: windows of 2 tokens and of all earlier tokens"""
