@@ -5,10 +5,12 @@ generator, has the student's code called on them in the student's kernel, and ju
 comes back against a reference computed here in float64. The models are small
 TinyCausalModels built in the kernel from weights drawn here; their reference forward pass is
 written out below, independently of the package. The answers are what neither torch nor the
-package computes: rotary positions on only the first r features of a head, from one start
-position per sequence, negative ones included (GPT-NeoX's partial rotary on a left-padded
-batch); the accuracy at every position of sequences placed at other positions; the logits with
-one head switched off; where the predictions change when the tokens are reordered; and, from
+package computes: query and key weights of a checkpoint whose heads rotate their first r
+features in interleaved pairs, converted for rotate-half pairs (GPT-NeoX's partial rotary),
+judged by the scores of the two layers, not by the tensors; the accuracy at every position of
+sequences placed at other positions; the logits with one head switched off; from the tokens
+alone, where a one-layer model without positions, seeing all earlier tokens or a sliding
+window of them, can change its prediction when they are reordered; and, from
 cumulative counts alone, the best order-blind guess of a reader that sees a window of earlier
 tokens.
 """
@@ -52,37 +54,18 @@ def unchanged(after: object, sent: np.ndarray, what: str) -> str | None:
     return f"the call changed its argument `{what}`: work on a copy"
 
 
-# ---- rotary on the first r features, in the rotate-half convention ---------------------------
+# ---- ch6-ex-rotate-half: a checkpoint converted from interleaved to rotate-half pairs --------
 
 
-def partial_rotary(
-    x: np.ndarray,
-    offset: int | np.ndarray,
-    r: int,
-    *,
-    over: int | None = None,
-    interleaved: bool = False,
-    clamp: bool = False,
-) -> np.ndarray:
-    """``x`` ``(..., t, d_h)`` with its first ``r`` features rotated for positions
-    ``offset, offset + 1, ...`` and the others as they are, in float64 (the reference).
-    ``offset`` is an int, or a ``(b,)`` array of start positions, one per sequence of ``x``
-    ``(b, ..., t, d_h)``.
-
-    Pair ``i`` is features ``(i, i + r / 2)`` (or ``(2i, 2i + 1)`` when ``interleaved``),
-    turned by ``p * 10000**(-2i / over)``; ``over`` is ``r`` (right) or another size, and
-    ``clamp`` turns negative positions into 0 (mistakes to recognise)."""
+def partial_rotary(x: np.ndarray, offset: int, r: int, *, interleaved: bool) -> np.ndarray:
+    """``x`` ``(..., t, d_h)`` with its first ``r`` features rotated for positions ``offset,
+    offset + 1, ...`` and the others as they are, in float64 (the reference). Pair ``i`` is
+    features ``(2i, 2i + 1)`` when ``interleaved``, else ``(i, i + r / 2)``, turned by
+    ``p * 10000**(-2i / r)``."""
     x = x.astype(np.float64)
-    t = x.shape[-2]
     half = r // 2
-    theta = 10000.0 ** (-2 * np.arange(half) / (over or r))  # (r / 2,)
-    start = np.asarray(offset, dtype=np.float64)  # () or (b,)
-    positions = start[..., None] + np.arange(t)  # (t,) or (b, t)
-    if clamp:
-        positions = np.maximum(positions, 0.0)
-    if positions.ndim == 2:  # one row per sequence, the same for the axes after b
-        positions = positions.reshape(len(start), *[1] * (x.ndim - 3), t)
-    angles = positions[..., None] * theta  # (..., t, r / 2)
+    theta = 10000.0 ** (-2 * np.arange(half) / r)  # (r / 2,)
+    angles = (offset + np.arange(x.shape[-2]))[:, None] * theta  # (t, r / 2)
     cos, sin = np.cos(angles), np.sin(angles)
     first = np.arange(0, r, 2) if interleaved else np.arange(half)
     second = first + 1 if interleaved else first + half
@@ -93,117 +76,162 @@ def partial_rotary(
     return out
 
 
-def start_positions(rng: np.random.Generator, b: int, t: int, far: bool = False) -> np.ndarray:
-    """A ``(b,)`` int64 array of distinct start positions, at least one negative (the padding
-    of a left-padded batch): ``past - pads``, or far ones beside a negative one."""
-    while True:
-        pads = rng.integers(0, t, size=b)  # padding before each sequence's first token
-        past = int(rng.integers(2000, 9000)) if far else int(rng.integers(0, 25))
-        offset = past - pads
-        offset[rng.integers(b)] = -int(rng.integers(1, t))  # a sequence still padded
-        if b == 1 or len(set(offset.tolist())) == b:
-            return offset.astype(np.int64)
+def rotary_scores(
+    weights: Sequence[np.ndarray],
+    heads: int,
+    r: int,
+    x: np.ndarray,
+    offset: int,
+    *,
+    interleaved: bool,
+) -> np.ndarray:
+    """The scores ``(b, h, t, t)`` of a layer whose query and key projections are
+    ``weights`` = ``(w_query, w_key)`` or ``(w_query, w_key, b_query, b_key)``, for inputs
+    ``x`` ``(b, t, d_in)`` at positions ``offset, ...``: every query with every key (the
+    mask plays no part in the question), each head's first ``r`` features rotated."""
+    b, t, _ = x.shape
+    projected = []
+    for role in range(2):
+        w = weights[role].astype(np.float64)
+        y = x @ w.T  # (b, t, d_out)
+        if len(weights) == 4:
+            y = y + weights[2 + role].astype(np.float64)
+        d_h = w.shape[0] // heads
+        y = y.reshape(b, t, heads, d_h).transpose(0, 2, 1, 3)  # (b, h, t, d_h)
+        projected.append(partial_rotary(y, offset, r, interleaved=interleaved))
+    q, k = projected
+    return q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])  # (b, h, t, t)
 
 
-class PartialRotary(GradedExercise):
+def moved_rows(
+    w: np.ndarray, heads: int, r: int, *, inverse: bool = False, span: int = 0
+) -> np.ndarray:
+    """``w`` with the first ``r`` rows of each block of ``span`` rows (``d_out / heads`` unless
+    given) put evens first, then odds (or back, when ``inverse``): a reference to recognise
+    answers by, the judge itself compares scores."""
+    span = span or w.shape[0] // heads
+    inside = np.concatenate([np.arange(0, r, 2), np.arange(1, r, 2), np.arange(r, span)])
+    if inverse:
+        inside = np.argsort(inside)
+    rows = (np.arange(w.shape[0] // span)[:, None] * span + inside).reshape(-1)  # (d_out,)
+    return w[rows]
+
+
+class RotaryConversion(GradedExercise):
     label = "ch6-ex-rotate-half"
     checks = (
         Check(
             "partial",
             2,
-            "the first r features rotated in the rotate-half convention, one start position "
-            "per sequence",
-            "Only features 0 to r - 1 turn; the rotate-half pairs and the frequencies theta_i "
-            "are those of a head of size r, and features r to d_h - 1 stay as they are. With "
-            "a (b,) offset, sequence n counts its positions from offset[n]: build a (b, t) "
-            "table of positions and broadcast it over the axes between b and t.",
+            "query and key weights of interleaved heads converted to rotate-half heads that "
+            "rotate only their first r features: the same scores",
+            "Where does feature j of head n of a query come from in W_query? Which feature "
+            "does the interleaved layer pair with it, and which does the rotate-half layer "
+            "pair with it? Write the two pairings of the first r features of one head side by "
+            "side, and check your answer on the scores of two layers you compose from "
+            "RotaryEmbedding(r) as the exercise asks.",
         ),
         Check(
             "edges",
             1,
-            "r = d_h on five axes, r = 2, negative and far positions in float64, one sequence; "
-            "x and offset unchanged",
-            "A position below 0 is a rotation by a negative angle, like any other: the formula "
-            "needs no special case. Compute the angles in float64 so that far positions keep "
-            "their digits, and return a new tensor of x's dtype.",
+            "every feature rotated, biases, one head, r = 2, float64; the weights unchanged",
+            "A bias holds one number per feature of the query or the key, as a weight holds "
+            "one row. Return a new tensor of the shape and dtype of `w`.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
-        for middle in ((), (int(rng.integers(1, 4)),), (2, int(rng.integers(1, 4)))):
-            b = int(rng.integers(2, 5))
-            d_h = 2 * int(rng.integers(3, 9))  # 6 to 16
-            r = 2 * int(rng.integers(1, d_h // 2))  # 2 to d_h - 2
-            t = int(rng.integers(3, 8))
-            x = rng.standard_normal((b, *middle, t, d_h)).astype(np.float32)
-            cases.append(self.case("partial", x, start_positions(rng, b, t), r))
-        d_h, t = 2 * int(rng.integers(3, 9)), int(rng.integers(2, 7))
-        x = rng.standard_normal((t, d_h)).astype(np.float32)  # one sequence, an int offset
-        r = 2 * int(rng.integers(1, d_h // 2))
-        cases.append(self.case("partial", x, int(rng.integers(1, 40)), r))
-        t, d_h = int(rng.integers(3, 6)), 2 * int(rng.integers(2, 6))
-        x = rng.standard_normal((2, 2, 2, t, d_h)).astype(np.float32)  # (b, h_kv, g, t, d_h)
-        cases.append(self.case("edges", x, start_positions(rng, 2, t), d_h))
-        x = rng.standard_normal((t, d_h)).astype(np.float32)
-        cases.append(self.case("edges", x, int(rng.integers(1, 20)), 2))
-        d_h = 2 * int(rng.integers(4, 9))
-        x = rng.standard_normal((2, 2, t, d_h))
-        cases.append(self.case("edges", x, start_positions(rng, 2, t, far=True), d_h - 2))
-        x = rng.standard_normal((1, t, d_h)).astype(np.float32)
-        cases.append(self.case("edges", x, start_positions(rng, 1, t), d_h - 2))
+        for d_h in rng.permutation([16, 24, 32]):
+            d_h = int(d_h)
+            r = d_h // 4 if d_h == 32 else 2 * int(rng.integers(6, d_h // 2))  # 12 to d_h - 2
+            heads = int(rng.integers(2, 5))
+            cases.append(self.case("partial", rng, heads, d_h, r, bias=False))
+        d_h = 2 * int(rng.integers(6, 13))
+        cases.append(self.case("edges", rng, int(rng.integers(2, 5)), d_h, d_h, bias=True))
+        cases.append(self.case("edges", rng, 1, 32, 8, bias=True, dtype=np.float64))
+        cases.append(self.case("edges", rng, 3, 16, 2, bias=False))
         return cases
 
     @staticmethod
-    def case(check: str, x: np.ndarray, offset: int | np.ndarray, r: int) -> Case:
-        expected = partial_rotary(x, offset, r)
-        d_h = x.shape[-1]
-        dtype = FLOAT[x.dtype.type]
-        atol = 1e-9 if x.dtype == np.float64 else 2e-5
+    def case(
+        check: str,
+        rng: np.random.Generator,
+        heads: int,
+        d_h: int,
+        r: int,
+        *,
+        bias: bool,
+        dtype: type = np.float32,
+    ) -> Case:
+        d_out, d_in = heads * d_h, int(rng.integers(8, 25))
+        shapes = [(d_out, d_in)] * 2 + ([(d_out,)] * 2 if bias else [])
+        weights = [(rng.standard_normal(s) / math.sqrt(d_in)).astype(dtype) for s in shapes]
+        x = rng.standard_normal((2, int(rng.integers(4, 8)), d_in))
+        offsets = (int(rng.integers(0, 50)), int(rng.integers(1000, 5000)))
+        expected = [
+            rotary_scores(weights, heads, r, x, offset, interleaved=True) for offset in offsets
+        ]
+        names = ["w_query", "w_key", "b_query", "b_key"][: len(weights)]
+        dtype_name = FLOAT[np.dtype(dtype).type]
+        w = weights[0]
         mistakes = {
-            "pairs (2i, 2i + 1) are the interleaved convention; rotate-half pairs feature i "
-            "with feature i + r / 2": partial_rotary(x, offset, r, interleaved=True),
-            "theta_i belongs to a head of size r, not d_h": partial_rotary(x, offset, r, over=d_h),
-            "every feature was rotated: features r to d_h - 1 pass unchanged": partial_rotary(
-                x, offset, d_h
+            "these are the weights as they were: the rotate-half layer pairs other features": w,
+            "the rows moved the other way round: the inverse of the permutation": moved_rows(
+                w, heads, r, inverse=True
             ),
-            "positions must start at `offset`, not at 0": partial_rotary(x, 0, r),
+            "the features of one head are its own block of d_h rows: convert head by head": (
+                moved_rows(w, 1, r)
+            ),
+            "the features of one head are its own block of d_h rows: convert head by head, "
+            "as the page's order does for one head": moved_rows(w, 1, w.shape[0]),
+            "only the first r features of each head rotate: the others keep their "
+            "place": moved_rows(w, heads, d_h),
         }
-        if isinstance(offset, np.ndarray):
-            mistakes |= {
-                "each sequence has its own start: offset[n] is for x[n]": partial_rotary(
-                    x, int(offset[0]), r
-                ),
-                "a position below 0 turns the other way; it is not left unturned": (
-                    partial_rotary(x, offset, r, clamp=True)
-                ),
-            }
 
         def judge(results: Sequence[StepResult]) -> str | None:
-            got = value_of(results)
-            problem = problem_with_tensor(got, expected, atol=atol, rtol=1e-5, dtype=dtype)
-            if problem and isinstance(got, Tensor) and got.shape == expected.shape:
-                for reason, wrong in mistakes.items():
-                    if not np.allclose(expected, wrong, atol=1e-3) and np.allclose(
-                        got.array.astype(np.float64), wrong, atol=atol, rtol=1e-5
-                    ):
-                        return reason
-            if problem:
-                return problem
-            arguments = results[0].arguments
-            if isinstance(offset, np.ndarray):
-                why = unchanged(arguments[1] if len(arguments) > 1 else None, offset, "offset")
+            got = []
+            for name, sent, result in zip(names, weights, results, strict=True):
+                value = result.value  # its values are judged by the scores
+                if isinstance(value, Raised):
+                    return f"for {name} it raised {value.type_name}: {value.message}"
+                if not isinstance(value, Tensor) or value.shape != sent.shape:
+                    return f"for {name} expected a tensor of shape {sent.shape}, got " + (
+                        describe(value)
+                    )
+                if value.dtype != dtype_name:
+                    return f"for {name} expected {dtype_name} like {name}, got {value.dtype}"
+                if not np.isfinite(value.array).all():
+                    return f"the converted {name} holds NaN or infinity"
+                got.append(value.array)
+            for offset, want in zip(offsets, expected, strict=True):
+                scores = rotary_scores(got, heads, r, x, offset, interleaved=False)
+                if not np.allclose(scores, want, atol=1e-4, rtol=1e-4):
+                    for reason, wrong in mistakes.items():
+                        if np.allclose(got[0], wrong):
+                            return reason
+                    gap = float(np.abs(scores - want).max())
+                    return (
+                        f"the rotate-half layer's scores at positions {offset}, ... differ "
+                        f"from the interleaved layer's by up to {gap:.3g}"
+                    )
+            if check == "partial":
+                return None
+            for name, sent, result in zip(names, weights, results, strict=True):
+                why = unchanged(result.arguments[0] if result.arguments else None, sent, name)
                 if why:
                     return why
-            return unchanged(arguments[0] if arguments else None, x, "x")
+            return None
 
-        if isinstance(offset, np.ndarray):
-            start = f"offset = tensor({offset.tolist()})"
-        else:
-            start = f"offset = {offset}"
-        shown = f"x of shape {x.shape} ({dtype}), {start}, r = {r}"
-        step = Step("rotate_half", args=(x, offset, r), arguments_after=True)
-        return Case(check, Call((step,), shown), judge)
+        steps = tuple(
+            Step("to_rotate_half", args=(w, heads, r), arguments_after=True) for w in weights
+        )
+        shown = (
+            f"{', '.join(names)} of a layer with {heads} head{'s' * (heads > 1)} of d_h = "
+            f"{d_h} features, d_in = "
+            f"{d_in} ({dtype_name}), r = {r}"
+        )
+        return Case(check, Call(steps, shown), judge)
 
 
 # ---- TinyCausalModels drawn here ---------------------------------------------------------------
@@ -351,11 +379,9 @@ class AccuracyByPosition(GradedExercise):
             "the accuracy at every position of sequences placed at positions offset, offset + "
             "1, ...",
             "The model's forward pass starts every sequence at position 0: run its steps "
-            "yourself, as the page does when it removes a path, giving the offset to the "
-            "embedding, where learned and sinusoidal positions enter. A rotary layer sees only "
-            "the distance between a query and a key, which an offset shared by both leaves as "
-            "it is: its blocks need none. Then average the right predictions over the "
-            "sequences, one column at a time, counting only the targets that are not "
+            "yourself, as the page does when it removes a path, and ask where each kind of "
+            "position enters and what an offset changes there. Then compare the predictions "
+            "with the targets one column at a time, counting only the targets that are not "
             "IGNORE_INDEX.",
         ),
         Check(
@@ -462,9 +488,8 @@ class HeadSwitchedOff(GradedExercise):
             "one_head",
             2,
             "the logits with one head of one layer switched off",
-            "A head's output exists on its own only before out_proj mixes the heads: set "
-            "that head's d_h context features to zero there (a forward pre-hook on out_proj "
-            "sees them), and let out_proj add its bias as usual.",
+            "A head's output exists on its own only before out_proj mixes the heads: which "
+            "features are that head's there? A hook lets you change what a module receives.",
         ),
         Check(
             "restored",
@@ -544,7 +569,33 @@ class HeadSwitchedOff(GradedExercise):
 # ---- ch6-ex-causal-bag -------------------------------------------------------------------------
 
 
-class PredictionChanges(GradedExercise):
+def changed_views(
+    tokens: np.ndarray,
+    order: np.ndarray,
+    window: int | None,
+    *,
+    own: bool = True,
+    width: int = 1,
+    as_bag: bool = True,
+) -> np.ndarray:
+    """``(t,)`` bool: where a query of a one-layer causal model without positions sees other
+    things in ``tokens`` and ``tokens[order]``: its own token, or the bag of the tokens it
+    sees (itself and the ``window`` tokens before it, all earlier ones when None) (the
+    reference). ``own=False`` forgets the query's own token, ``width=0`` makes the window
+    one token shorter, ``as_bag=False`` compares what it sees in order (mistakes to
+    recognise)."""
+    moved = tokens[order]
+    out = np.zeros(len(tokens), dtype=bool)
+    for p in range(len(tokens)):
+        start = 0 if window is None else max(0, p - window + 1 - width)
+        seen, seen_moved = tokens[start : p + 1], moved[start : p + 1]
+        if as_bag:
+            seen, seen_moved = np.sort(seen), np.sort(seen_moved)
+        out[p] = not np.array_equal(seen, seen_moved) or (own and tokens[p] != moved[p])
+    return out
+
+
+class PositionsThatCanChange(GradedExercise):
     label = "ch6-ex-causal-bag"
     manual_points = 1
     rubric = (
@@ -555,34 +606,38 @@ class PredictionChanges(GradedExercise):
     )
     checks = (
         Check(
-            "changes",
+            "bags",
             2,
-            "where the predicted token changes when the sequence is reordered",
-            "Run the model on the sequence and on tokens[order] together, take each position's "
-            "most likely next token, and compare them position by position.",
+            "where a one-layer causal model without positions can change its prediction when "
+            "the sequence is reordered, with every earlier token in view or a sliding window",
+            "Ask what the query at position p is and what it sees, in the sequence and in "
+            "tokens[order], and which of those a model without positions can tell apart. "
+            "Then check your rule on a model without positions: where its logits change.",
         ),
         Check(
-            "bag",
+            "edges",
             1,
-            "models without positions, reorderings that move equal tokens; tokens unchanged",
-            "Reorder with tokens[order] (position p receives the token at order[p]), compare "
-            "predicted tokens, not logits, and leave the caller's tokens as they are.",
+            "a window of 0 tokens, a window longer than the sequence, equal tokens swapped; "
+            "tokens unchanged",
+            "A window of 0 tokens leaves the query itself; a window of t tokens or more is "
+            "the causal mask alone. Return a (t,) bool tensor and leave `tokens` as it is.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
-        for positions, kind in zip(
-            ("learned", "rotary", "sinusoidal"),
-            rng.permutation(["swap", "cycle", "shuffle"]),
-            strict=True,
-        ):
-            module = draw_model(rng, positions, heads=2)
-            cases.append(self.case("changes", rng, module, str(kind)))
-        module = draw_model(rng, "none", heads=2)
-        cases.append(self.case("bag", rng, module, "cycle"))
-        cases.append(self.case("bag", rng, module, "shuffle"))
-        cases.append(self.case("bag", rng, draw_model(rng, "learned"), "equal"))
+        kinds = rng.permutation(["swap", "cycle", "shuffle", "all"])
+        windows: list[int | None] = [None, None, 1, 2]
+        rng.shuffle(windows)  # type: ignore[arg-type]
+        for kind, window in zip(kinds, windows, strict=True):
+            t = int(rng.integers(10, 17))
+            if window is not None:
+                window = int(rng.integers(2, t // 2))
+            cases.append(self.case("bags", rng, t, str(kind), window))
+        t = int(rng.integers(8, 13))
+        cases.append(self.case("edges", rng, t, "shuffle", 0))
+        cases.append(self.case("edges", rng, t, "all", t + int(rng.integers(0, 3))))
+        cases.append(self.case("edges", rng, t, "equal", int(rng.integers(1, 4))))
         return cases
 
     @staticmethod
@@ -598,25 +653,52 @@ class PredictionChanges(GradedExercise):
             start = int(rng.integers(1, t - 3))
             stop = int(rng.integers(start + 3, t))
             order[start:stop] = rng.permutation(np.arange(start, stop))
+        elif kind == "all":
+            order = rng.permutation(t)
         else:  # two equal tokens swapped
             i, j = (int(p) for p in np.flatnonzero(tokens == tokens[0])[:2])
             order[[i, j]] = order[[j, i]]
         return order
 
-    def case(self, check: str, rng: np.random.Generator, module: Module, kind: str) -> Case:
-        t = int(rng.integers(7, 11))
-        while True:
-            tokens = tokens_with_clear_predictions(rng, module, 1, t)[0]
-            if kind != "equal" or (tokens == tokens[0]).sum() >= 2:
+    def case(
+        self, check: str, rng: np.random.Generator, t: int, kind: str, window: int | None
+    ) -> Case:
+        while True:  # few kinds of token: some repeat, and some moves change nothing
+            tokens = rng.integers(0, int(rng.integers(3, 6)), size=t).astype(np.int64)
+            order = self.order(rng, t, kind, tokens) if (tokens == tokens[0]).sum() > 1 else None
+            if order is None:
+                continue
+            expected = changed_views(tokens, order, window)
+            # A draw that tells a right answer from the usual wrong ones: some positions
+            # change and some do not, and a short window changes other positions than the
+            # causal mask alone.
+            short = window is not None and window < t
+            if kind == "equal" or (
+                0 < expected.sum() < t - 1
+                and not (short and np.array_equal(expected, changed_views(tokens, order, None)))
+            ):
                 break
-        order = self.order(rng, t, kind, tokens)
-        pair = np.stack([tokens, tokens[order]])
-        logits = logits_of(module, pair)
-        predicted = logits.argmax(axis=-1)
-        clear = clear_margin(logits).all(axis=0)  # (t,): positions float32 agrees on
-        expected = predicted[0] != predicted[1]
-        inverse = np.argsort(order)
-        moved_back = logits_of(module, np.stack([tokens, tokens[inverse]])).argmax(axis=-1)
+        mistakes = {
+            "True where the token changed: ask what the queries see, not only what they are": (
+                tokens[order] != tokens
+            ),
+            "True where a token moved: ask what the queries see, not only what they are": (
+                order != np.arange(t)
+            ),
+            "the sequence was reordered the other way: use tokens[order]": changed_views(
+                tokens, np.argsort(order), window
+            ),
+            "a model without positions cannot tell the order of the tokens a query sees": (
+                changed_views(tokens, order, window, as_bag=False)
+            ),
+            "the query is a token too, not only one of those it sees": changed_views(
+                tokens, order, window, own=False
+            ),
+        }
+        if window is not None:
+            mistakes[
+                "the query sees itself and the `window` tokens before it: one more than that"
+            ] = changed_views(tokens, order, window, width=0)
 
         def judge(results: Sequence[StepResult]) -> str | None:
             got = value_of(results)
@@ -626,19 +708,18 @@ class PredictionChanges(GradedExercise):
                 return f"expected a ({t},) bool tensor, got {describe(got)}"
             if got.array.dtype != np.bool_:
                 return f"expected a bool tensor, got {got.dtype}"
-            if np.array_equal(got.array[clear], ~expected[clear]):
-                return "True must mean that the prediction changes"
-            if not np.array_equal(got.array[clear], expected[clear]):
-                if kind == "cycle" and np.array_equal(
-                    got.array[clear], (moved_back[0] != moved_back[1])[clear]
-                ):
-                    return "the sequence was reordered the other way: use tokens[order]"
+            if not np.array_equal(got.array, expected):
+                for reason, wrong in mistakes.items():
+                    if np.array_equal(got.array, wrong):
+                        return reason
                 where = np.flatnonzero(got.array).tolist()
-                return f"True at positions {where}: not where the predictions change"
-            return unchanged(results[0].arguments[1], tokens, "tokens")
+                return f"True at positions {where}: not where the prediction can change"
+            return unchanged(results[0].arguments[0], tokens, "tokens")
 
-        shown = f"{shown_model(module)}, tokens {tokens.tolist()}, order {order.tolist()}"
-        step = Step("prediction_changes", args=(module, tokens, order), arguments_after=True)
+        shown = f"tokens {tokens.tolist()}, order {order.tolist()}, window = {window}"
+        step = Step(
+            "positions_that_can_change", args=(tokens, order, window), arguments_after=True
+        )
         return Case(check, Call((step,), shown), judge)
 
 
@@ -677,10 +758,9 @@ class WindowedBound(GradedExercise):
             2,
             "the bound at every position for a reader that sees a window of earlier tokens, "
             "from the cumulative counts",
-            "At position i the reader knows only the bag of the tokens in its window, the "
-            "min(i, window) before i. Two rows of the cumulative counts tell how often each "
-            "token occurs between them: guess the most frequent, and average count / size "
-            "over the sequences.",
+            "At position i the reader knows only the bag of the tokens in its window. What "
+            "do two rows of the cumulative counts tell together? From the bag, the best guess "
+            "and its chance are the page's order-blind ones.",
         ),
         Check(
             "edges",
@@ -746,4 +826,10 @@ class WindowedBound(GradedExercise):
         return Case(check, Call((step,), shown), judge)
 
 
-EXERCISES = [PartialRotary, AccuracyByPosition, HeadSwitchedOff, PredictionChanges, WindowedBound]
+EXERCISES = [
+    RotaryConversion,
+    AccuracyByPosition,
+    HeadSwitchedOff,
+    PositionsThatCanChange,
+    WindowedBound,
+]

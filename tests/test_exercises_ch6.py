@@ -28,18 +28,13 @@ import functools
 import math
 import torch
 
-def rotate_half(x, offset, r):
-    if torch.is_tensor(offset):  # one start per sequence: each sequence on its own
-        return torch.stack([rotate_half(x[n], int(start), r) for n, start in enumerate(offset)])
-    out = x.clone()
-    half = r // 2
-    for row in range(x.shape[-2]):
-        for i in range(half):
-            angle = (offset + row) * 10000 ** (-2 * i / r)  # Python floats: float64
-            a, b = x[..., row, i], x[..., row, i + half]
-            out[..., row, i] = a * math.cos(angle) - b * math.sin(angle)
-            out[..., row, i + half] = a * math.sin(angle) + b * math.cos(angle)
-    return out
+def to_rotate_half(w, num_heads, r):
+    # Hugging Face's permute, head by head, on the first r features only.
+    d_h = w.shape[0] // num_heads
+    out = w.clone().reshape(num_heads, d_h, -1)
+    turned = out[:, :r].reshape(num_heads, r // 2, 2, -1).transpose(1, 2)
+    out[:, :r] = turned.reshape(num_heads, r, -1)
+    return out.reshape(w.shape)
 
 def accuracy_by_position(model, inputs, targets, offset):
     # The model's own forward pass, with its two position steps told the offset.
@@ -75,11 +70,15 @@ def logits_without_head(model, tokens, layer, head):
     finally:
         handle.remove()
 
-def prediction_changes(model, tokens, order):
-    with torch.no_grad():
-        before = model(tokens[None])[0].argmax(dim=-1)
-        after = model(tokens[order][None])[0].argmax(dim=-1)
-    return before != after
+def positions_that_can_change(tokens, order, window=None):
+    moved = tokens[order]
+    out = []
+    for p in range(len(tokens)):
+        start = 0 if window is None else max(0, p - window)
+        seen = sorted(tokens[start : p + 1].tolist())
+        seen_moved = sorted(moved[start : p + 1].tolist())
+        out.append(seen != seen_moved or bool(tokens[p] != moved[p]))
+    return torch.tensor(out)
 
 def bound_by_position(counts, k, window):
     t = counts.shape[1] - 1
@@ -127,102 +126,46 @@ def test_the_self_check_passes_a_correct_answer(label: str) -> None:
     assert result.passed, [(c.name, c.reason) for c in result.checks]
 
 
-PAGE_ROTATE = """
-import torch
-
-def rotate(x, offset=0):  # the page's interleaved rotation of every feature
-    t, d_h = x.shape[-2], x.shape[-1]
-    p = torch.arange(offset, offset + t, dtype=torch.float64)
-    two_i = torch.arange(0, d_h, 2, dtype=torch.float64)
-    angles = torch.outer(p, 10000 ** (-two_i / d_h))
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    a, b = x[..., 0::2], x[..., 1::2]
-    out = torch.empty_like(x)
-    out[..., 0::2] = a * cos - b * sin
-    out[..., 1::2] = a * sin + b * cos
-    return out
-"""
-
 LAZY = {
-    # The package's rotate-half rotation of the whole head.
-    ("ch6-ex-rotate-half", "RotaryEmbedding on every feature"): """
-from attention_from_scratch import RotaryEmbedding
-def rotate_half(x, offset, r):
-    return RotaryEmbedding(x.shape[-1], interleaved=False).to(x.dtype)(x, offset)
-""",
-    # A lazy-student read's answer: the package's rotation of the first r features, on any
-    # number of axes, with one int offset.
-    ("ch6-ex-rotate-half", "RotaryEmbedding on the first r features"): """
+    # The page's evens-then-odds order on every row at once: the heads ignored.
+    ("ch6-ex-rotate-half", "the page's permutation on all rows"): """
 import torch
-from attention_from_scratch.positions import RotaryEmbedding
-def rotate_half(x, offset, r):
-    t, d = x.shape[-2:]
-    flat = x.reshape(-1, t, d)
-    rope = RotaryEmbedding(r, interleaved=False).to(x.device)
-    turned = rope(flat[..., :r], offset=int(offset))
-    return torch.cat([turned, flat[..., r:]], dim=-1).reshape(x.shape).to(x.dtype)
+def to_rotate_half(w, num_heads, r):
+    n = w.shape[0]
+    return w[torch.cat([torch.arange(0, n, 2), torch.arange(1, n, 2)])]
 """,
-    # The same, called once per sequence with that sequence's start.
-    ("ch6-ex-rotate-half", "RotaryEmbedding on each sequence"): """
+    # Hugging Face's Llama converter: every feature of each head, r ignored.
+    ("ch6-ex-rotate-half", "Llama's converter, r ignored"): """
+def to_rotate_half(w, num_heads, r):
+    d_out = w.shape[0]
+    d_in = w.shape[1] if w.ndim == 2 else 1
+    turned = w.reshape(num_heads, d_out // num_heads // 2, 2, d_in).transpose(1, 2)
+    return turned.reshape(w.shape)
+""",
+    # The right rows, moved the other way round (odds interleaved back).
+    ("ch6-ex-rotate-half", "the inverse permutation"): """
 import torch
-from attention_from_scratch.positions import RotaryEmbedding
-def one(x, offset, r):
-    t, d = x.shape[-2:]
-    flat = x.reshape(-1, t, d)
-    turned = RotaryEmbedding(r, interleaved=False)(flat[..., :r], offset=offset)
-    return torch.cat([turned, flat[..., r:]], dim=-1).reshape(x.shape).to(x.dtype)
-def rotate_half(x, offset, r):
-    if torch.is_tensor(offset):
-        return torch.stack([one(x[n], int(start), r) for n, start in enumerate(offset)])
-    return one(x, offset, r)
+def to_rotate_half(w, num_heads, r):
+    d_h = w.shape[0] // num_heads
+    inside = torch.cat([torch.arange(0, r, 2), torch.arange(1, r, 2), torch.arange(r, d_h)])
+    rows = (torch.arange(num_heads)[:, None] * d_h + torch.argsort(inside)).flatten()
+    return w[rows]
 """,
-    # The same, with the padding before position 0 left unturned.
-    ("ch6-ex-rotate-half", "RotaryEmbedding on each sequence, pads unturned"): """
+    # Right for weights, but a bias (one axis) raises; and w is changed in place.
+    ("ch6-ex-rotate-half", "weights only, in place"): """
 import torch
-from attention_from_scratch.positions import RotaryEmbedding
-def one(x, offset, r):
-    t, d = x.shape[-2:]
-    flat = x.reshape(-1, t, d)
-    pads = max(0, -offset)
-    turned = RotaryEmbedding(r, interleaved=False)(flat[..., pads:, :r], max(0, offset))
-    turned = torch.cat([flat[..., :pads, :r], turned], dim=-2)
-    return torch.cat([turned, flat[..., r:]], dim=-1).reshape(x.shape).to(x.dtype)
-def rotate_half(x, offset, r):
-    if torch.is_tensor(offset):
-        return torch.stack([one(x[n], int(start), r) for n, start in enumerate(offset)])
-    return one(x, offset, r)
+def to_rotate_half(w, num_heads, r):
+    d_h, d_in = w.shape[0] // num_heads, w.shape[1]
+    view = w.view(num_heads, d_h, d_in)
+    view[:, :r] = view[:, :r].reshape(num_heads, r // 2, 2, d_in).transpose(1, 2).reshape(
+        num_heads, r, d_in
+    )
+    return w
 """,
-    # The page's rotate on the first r features: the interleaved pairs.
-    ("ch6-ex-rotate-half", "the page's rotate on the first r features"): PAGE_ROTATE
-    + """
-def rotate_half(x, offset, r):
-    if torch.is_tensor(offset):
-        return torch.stack([rotate_half(x[n], int(start), r) for n, start in enumerate(offset)])
-    return torch.cat([rotate(x[..., :r], offset), x[..., r:]], dim=-1)
-""",
-    # The right pairs and positions with the frequencies of the whole head.
-    ("ch6-ex-rotate-half", "theta over d_h"): """
-import torch
-def rotate_half(x, offset, r):
-    d_h, half, t = x.shape[-1], r // 2, x.shape[-2]
-    p = torch.as_tensor(offset, dtype=torch.float64)[..., None] + torch.arange(t)
-    if p.ndim == 2:
-        p = p.view(len(p), *[1] * (x.ndim - 3), t)
-    angles = p[..., None] * 10000 ** (-torch.arange(0, r, 2, dtype=torch.float64) / d_h)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    a, b = x[..., :half], x[..., half:r]
-    return torch.cat([a * cos - b * sin, a * sin + b * cos, x[..., r:]], dim=-1)
-""",
-    # One start for the whole batch.
-    ("ch6-ex-rotate-half", "the first sequence's start for all"): """
-import torch
-def rotate_half(x, offset, r):
-    start = int(offset[0]) if torch.is_tensor(offset) else offset
-    p = torch.arange(start, start + x.shape[-2], dtype=torch.float64)
-    angles = torch.outer(p, 10000 ** (-torch.arange(0, r, 2, dtype=torch.float64) / r))
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    a, b = x[..., : r // 2], x[..., r // 2 : r]
-    return torch.cat([a * cos - b * sin, a * sin + b * cos, x[..., r:]], dim=-1)
+    # The weights as they were: the lazy "nothing to convert".
+    ("ch6-ex-rotate-half", "the weights as they were"): """
+def to_rotate_half(w, num_heads, r):
+    return w.clone()
 """,
     # The package's accuracy: one number.
     ("ch6-ex-extrapolate", "evaluate"): """
@@ -291,21 +234,60 @@ def logits_without_head(model, tokens, layer, head):
     with torch.no_grad():
         return model(tokens)
 """,
-    # Where a token moved, not where a prediction changed.
+    # A lazy-student read's answer to the earlier exercise, run on a model without positions
+    # the package builds: right with every earlier token in view, blind to the window.
+    ("ch6-ex-causal-bag", "a random model without positions"): """
+import torch
+from attention_from_scratch import TinyCausalModel
+def positions_that_can_change(tokens, order, window=None):
+    torch.manual_seed(0)
+    vocab = int(tokens.max()) + 1
+    model = TinyCausalModel(vocab, d_model=32, context_length=len(tokens), positions="none")
+    with torch.no_grad():
+        logits = model(torch.stack([tokens, tokens[order]])).double()
+    return (logits[0] - logits[1]).abs().amax(dim=-1) > 1e-5
+""",
+    # Where a token moved, not what the queries see.
     ("ch6-ex-causal-bag", "the moved positions"): """
 import torch
-def prediction_changes(model, tokens, order):
+def positions_that_can_change(tokens, order, window=None):
     return order != torch.arange(len(order))
 """,
     # The inverse permutation: right for a swap, wrong for a ring of three.
     ("ch6-ex-causal-bag", "the inverse order"): """
 import torch
-def prediction_changes(model, tokens, order):
+def positions_that_can_change(tokens, order, window=None):
     moved = torch.empty_like(tokens)
     moved[order] = tokens
-    with torch.no_grad():
-        logits = model(torch.stack([tokens, moved]))
-    return logits[0].argmax(-1) != logits[1].argmax(-1)
+    out = []
+    for p in range(len(tokens)):
+        start = 0 if window is None else max(0, p - window)
+        out.append(sorted(tokens[start : p + 1].tolist()) != sorted(moved[start : p + 1].tolist())
+                   or bool(tokens[p] != moved[p]))
+    return torch.tensor(out)
+""",
+    # The whole prefix compared in order, as with positions: a bag has no order.
+    ("ch6-ex-causal-bag", "the prefix in order"): """
+import torch
+def positions_that_can_change(tokens, order, window=None):
+    moved = tokens[order]
+    out = []
+    for p in range(len(tokens)):
+        start = 0 if window is None else max(0, p - window)
+        out.append(not torch.equal(tokens[start : p + 1], moved[start : p + 1]))
+    return torch.tensor(out)
+""",
+    # The window one token short: `window` tokens, the query among them.
+    ("ch6-ex-causal-bag", "a window one token short"): """
+import torch
+def positions_that_can_change(tokens, order, window=None):
+    moved = tokens[order]
+    out = []
+    for p in range(len(tokens)):
+        start = 0 if window is None else max(0, p - window + 1)
+        out.append(sorted(tokens[start : p + 1].tolist()) != sorted(moved[start : p + 1].tolist())
+                   or bool(tokens[p] != moved[p]))
+    return torch.tensor(out)
 """,
     # A lazy-student read's answer: a slice of the tokens per position, counted; there are
     # no tokens, only their counts.
@@ -351,21 +333,24 @@ def test_a_lazy_answer_earns_less_than_full_marks(label: str, name: str) -> None
 
 
 def test_the_mistakes_are_named() -> None:
-    reasons = failures(grade("ch6-ex-rotate-half", LAZY[("ch6-ex-rotate-half", "theta over d_h")]))
-    assert "head of size r" in reasons
-    page = LAZY[("ch6-ex-rotate-half", "the page's rotate on the first r features")]
-    assert "interleaved convention" in failures(grade("ch6-ex-rotate-half", page))
-    whole = LAZY[("ch6-ex-rotate-half", "RotaryEmbedding on every feature")]
-    assert grade("ch6-ex-rotate-half", whole).earned == 0
     for name, reason in [
-        ("the first sequence's start for all", "its own start"),
-        ("RotaryEmbedding on each sequence, pads unturned", "not left unturned"),
-        ("RotaryEmbedding on each sequence", "expected an int >= 0"),
+        ("the page's permutation on all rows", "head by head"),
+        ("Llama's converter, r ignored", "only the first r features"),
+        ("the inverse permutation", "the other way round"),
+        ("the weights as they were", "as they were"),
     ]:
         score = grade("ch6-ex-rotate-half", LAZY[("ch6-ex-rotate-half", name)])
         assert score.earned == 0 and reason in failures(score), failures(score)
-    lazy = LAZY[("ch6-ex-rotate-half", "RotaryEmbedding on the first r features")]
-    assert grade("ch6-ex-rotate-half", lazy).earned == 0
+    in_place = grade("ch6-ex-rotate-half", LAZY[("ch6-ex-rotate-half", "weights only, in place")])
+    assert [check.passed for check in in_place.checks] == [True, False]
+    for name, reason in [
+        ("a random model without positions", "not where the prediction can change"),
+        ("the moved positions", "a token moved"),
+        ("the prefix in order", "cannot tell the order"),
+        ("a window one token short", "one more than that"),
+    ]:
+        score = grade("ch6-ex-causal-bag", LAZY[("ch6-ex-causal-bag", name)])
+        assert not score.checks[0].passed and reason in failures(score), (name, failures(score))
     lazy = LAZY[("ch6-ex-extrapolate", "the page's accuracy per column")]
     score = grade("ch6-ex-extrapolate", lazy)
     assert score.earned == 0 and "positions 0, 1, ..." in failures(score), failures(score)
@@ -374,8 +359,7 @@ def test_the_mistakes_are_named() -> None:
     late = LAZY[("ch6-ex-why-order-blind", "token i in the window")]
     assert "token i itself" in failures(grade("ch6-ex-why-order-blind", late))
     inverse = LAZY[("ch6-ex-causal-bag", "the inverse order")]
-    reasons = "; ".join(failures(grade("ch6-ex-causal-bag", inverse, seed=s)) for s in range(3))
-    assert "tokens[order]" in reasons
+    assert "tokens[order]" in failures(grade("ch6-ex-causal-bag", inverse))
     left_on = LAZY[("ch6-ex-ablate-induction", "after out_proj, hook left on")]
     assert grade("ch6-ex-ablate-induction", left_on).earned == 0
     page_bound = LAZY[("ch6-ex-why-order-blind", "the page's bound")]
@@ -390,14 +374,14 @@ def test_an_answer_left_in_training_mode_loses_the_edges() -> None:
 
 def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     namespace = page_namespace()
-    exec(LAZY[("ch6-ex-rotate-half", "theta over d_h")], namespace)
+    exec(LAZY[("ch6-ex-rotate-half", "Llama's converter, r ignored")], namespace)
     result = run_checks("ch6-ex-rotate-half", namespace)
     failed = [c for c in result.checks if not c.passed]
-    assert [c.name for c in failed] == [
-        "four_of_six_features_from_position_3",
-        "a_left_padded_batch",
-    ]
-    assert "head of size r" in failed[0].hint
+    assert [c.name for c in failed] == ["a_quarter_of_each_head_from_position_100"]
+    assert "first r features" in failed[0].hint
+    exec(LAZY[("ch6-ex-rotate-half", "weights only, in place")], namespace)
+    result = run_checks("ch6-ex-rotate-half", namespace)
+    assert [c.passed for c in result.checks] == [False, True, False]
     exec(LAZY[("ch6-ex-extrapolate", "evaluate")], namespace)
     result = run_checks("ch6-ex-extrapolate", namespace)
     assert not any(c.passed for c in result.checks)
@@ -407,6 +391,9 @@ def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:
     assert [c.passed for c in result.checks] == [False, True]
     exec(LAZY[("ch6-ex-causal-bag", "the moved positions")], namespace)
     assert not run_checks("ch6-ex-causal-bag", namespace).passed
+    exec(LAZY[("ch6-ex-causal-bag", "a window one token short")], namespace)
+    result = run_checks("ch6-ex-causal-bag", namespace)
+    assert [c.passed for c in result.checks] == [False, True]
     exec(LAZY[("ch6-ex-why-order-blind", "the page's bound")], namespace)
     result = run_checks("ch6-ex-why-order-blind", namespace)
     assert [c.passed for c in result.checks] == [False, False]

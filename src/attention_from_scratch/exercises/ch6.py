@@ -1,10 +1,11 @@
 """Self-checks of the exercises of chapter 6, "Attention that learns".
 
-Each check tries the learner's answer on the page's example (a head of ones, the page's
-models and held-out sequences, two short sequences of token ids) and compares it with numbers
-written out here or with a property every right answer has: position 0 turns nothing, a model
-without positions cannot change its prediction where it sees the same bag of tokens or when
-the sequences move, a window of one token is always right. Grading is not done here: see
+Each check tries the learner's answer on a small example (weights drawn from a fixed seed, the
+page's models and held-out sequences, short sequences of token ids) and compares it with
+numbers written out here or with a property every right answer has: converted weights give
+the scores of the layer they came from, a model without positions changes its prediction
+only where what a query sees changes, a model without positions cannot tell where the
+sequences sit, a window of one token is always right. Grading is not done here: see
 :mod:`._core`.
 """
 
@@ -37,54 +38,93 @@ def _page_model(k_models: object, name: str) -> TinyCausalModel:
 rotate_half = Exercise("ch6-ex-rotate-half", chapter=6)
 
 
+def _weights(
+    d_out: int, d_in: int, *, bias: bool, dtype: torch.dtype = torch.float32
+) -> list[torch.Tensor]:
+    """``[w_query, w_key]`` (and their biases), the same on every run."""
+    generator = torch.Generator().manual_seed(6)
+    shapes = [(d_out, d_in)] * 2 + ([(d_out,)] * 2 if bias else [])
+    return [torch.randn(shape, generator=generator, dtype=dtype) for shape in shapes]
+
+
+def _scores(
+    weights: list[torch.Tensor],
+    num_heads: int,
+    r: int,
+    x: torch.Tensor,
+    offset: int,
+    *,
+    interleaved: bool,
+) -> torch.Tensor:
+    """Every query with every key, ``(b, h, t, t)``, for query and key projections
+    ``weights`` (and biases), each head's first ``r`` features turned in one convention."""
+    rope = RotaryEmbedding(r, interleaved=interleaved)
+    b, t, _ = x.shape
+    turned = []
+    for role in range(2):
+        y = x @ weights[role].T  # (b, t, d_out)
+        if len(weights) == 4:
+            y = y + weights[2 + role]
+        y = y.view(b, t, num_heads, -1).transpose(1, 2)  # (b, h, t, d_h)
+        turned.append(torch.cat([rope(y[..., :r], offset), y[..., r:]], dim=-1))
+    return turned[0] @ turned[1].transpose(-2, -1)  # (b, h, t, t)
+
+
+def _converted(
+    to_rotate_half: Callable[..., object], weights: list[torch.Tensor], num_heads: int, r: int
+) -> list[torch.Tensor]:
+    converted = []
+    for w in weights:
+        got = to_rotate_half(w.clone(), num_heads, r)
+        assert isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}"
+        converted.append(answer_tensor(got, tuple(w.shape)))
+    return converted
+
+
 @rotate_half.check(
-    hint="Only features 0 to r - 1 turn: pair i is features (i, i + r / 2), and theta_i is "
-    "that of a head of size r. Positions count from `offset`; features r and beyond stay."
+    hint="A query's features are the rows of W_query, head after head, d_h rows each. Which "
+    "features does each convention turn together, and by which angle? Move rows so that the "
+    "rotate-half layer turns together what the interleaved layer did."
 )
-def four_of_six_features_from_position_3(rotate_half: Callable[..., object]) -> None:
-    """a head of six ones at positions 3 and 4, its first r = 4 features rotated"""
-    got = answer_tensor(rotate_half(torch.ones(2, 6), 3, 4), (2, 6))
-    # theta_0 = 1 and theta_1 = 0.01: (cos - sin, sin + cos) of 3, 0.03, 4 and 0.04.
-    expected = torch.tensor(
-        [
-            [-1.1311, 0.9696, -0.8489, 1.0295, 1.0, 1.0],
-            [0.1032, 0.9592, -1.4104, 1.0392, 1.0, 1.0],
-        ]
+def every_feature_of_two_heads(to_rotate_half: Callable[..., object]) -> None:
+    """r = d_h = 8: two heads' weights and biases give the interleaved layer's scores"""
+    weights = _weights(16, 6, bias=True)
+    x = torch.linspace(-1, 1, 30).reshape(1, 5, 6)  # (b, t, d_in)
+    got = _scores(_converted(to_rotate_half, weights, 2, 8), 2, 8, x, 0, interleaved=False)
+    expected = _scores(weights, 2, 8, x, 0, interleaved=True)
+    assert torch.allclose(got, expected, atol=1e-4), (
+        f"the scores differ by up to {(got - expected).abs().max():.3g}"
     )
-    assert torch.allclose(got, expected, atol=1e-4), f"got {got.tolist()}"
 
 
 @rotate_half.check(
-    hint="With r = d_h every feature turns, in the rotate-half convention of the page. Read t "
-    "and d_h from the last two axes, and keep the dtype of x."
+    hint="Only the first r features of each head turn, as a head of size r would: the others "
+    "carry no position, and the two layers treat them alike."
 )
-def all_features_of_a_float64_batch(rotate_half: Callable[..., object]) -> None:
-    """r = d_h = 8 on a (2, 5, 8) float64 batch from position 7 is RotaryEmbedding's"""
-    x = torch.linspace(-1, 1, 80, dtype=torch.float64).reshape(2, 5, 8)
-    got = rotate_half(x, 7, 8)
-    assert isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}"
-    assert got.dtype == torch.float64, f"expected float64 like x, got {got.dtype}"
-    expected = RotaryEmbedding(8, interleaved=False)(x, offset=7)
-    assert torch.allclose(answer_tensor(got, (2, 5, 8)), expected, atol=1e-9)
+def a_quarter_of_each_head_from_position_100(to_rotate_half: Callable[..., object]) -> None:
+    """r = 8 of d_h = 32 in two heads, at positions 100 to 104"""
+    weights = _weights(64, 6, bias=False)
+    x = torch.linspace(-1, 1, 30).reshape(1, 5, 6)
+    got = _scores(_converted(to_rotate_half, weights, 2, 8), 2, 8, x, 100, interleaved=False)
+    expected = _scores(weights, 2, 8, x, 100, interleaved=True)
+    assert torch.allclose(got, expected, atol=1e-3), (
+        f"the scores differ by up to {(got - expected).abs().max():.3g}"
+    )
 
 
 @rotate_half.check(
-    hint="With a (b,) offset, sequence n counts its positions from offset[n], whatever the "
-    "others do: a table of positions, one row per sequence. A position below 0 is a "
-    "rotation by a negative angle; position 0 turns nothing."
+    hint="Return a new tensor of the dtype of `w`, and leave `w` as it is: index or copy, "
+    "never write into it."
 )
-def a_left_padded_batch(rotate_half: Callable[..., object]) -> None:
-    """two sequences of three vectors of six ones from positions 3 and -2 (two pads), r = 4"""
-    x = torch.ones(2, 3, 6)  # (b, t, d_h)
-    offset = torch.tensor([3, -2])
-    got = answer_tensor(rotate_half(x, offset, 4), (2, 3, 6))
-    assert torch.equal(offset, torch.tensor([3, -2])), "the call changed `offset`"
-    alone = answer_tensor(rotate_half(x[0], 3, 4), (3, 6))
-    assert torch.allclose(got[0], alone, atol=1e-6), "sequence 0 is not as from position 3"
-    assert torch.allclose(got[1, 2], x[1, 2]), f"position 0 turns nothing, got {got[1, 2]}"
-    # Position -1: (cos + sin, cos - sin) of 1 and of 0.01.
-    expected = torch.tensor([1.3818, 1.00995, -0.3012, 0.98995, 1.0, 1.0])
-    assert torch.allclose(got[1, 1], expected, atol=1e-4), f"position -1: got {got[1, 1]}"
+def a_float64_head_left_as_it_was(to_rotate_half: Callable[..., object]) -> None:
+    """one float64 head: w and its bias unchanged, the converted ones float64"""
+    weights = _weights(6, 4, bias=True, dtype=torch.float64)
+    for w in weights:
+        sent = w.clone()
+        got = to_rotate_half(w, 1, 6)
+        assert isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}"
+        assert got.dtype == torch.float64, f"expected float64 like w, got {got.dtype}"
+        assert torch.equal(w, sent), "the call changed `w`"
 
 
 extrapolate = Exercise("ch6-ex-extrapolate", chapter=6)
@@ -136,8 +176,7 @@ def right_at_even_positions_wrong_at_odd_ones(
 
 @extrapolate.check(
     hint="The model's own forward pass puts the first token at position 0: run its steps "
-    "yourself and give the offset to where positions enter. A model without positions "
-    "cannot tell where the sequences sit."
+    "yourself, and find where the positions enter."
 )
 def moved_to_positions_32_to_63(
     accuracy_by_position: Callable[..., object], k_models: object, x_test: torch.Tensor
@@ -159,8 +198,8 @@ ablate_induction = Exercise("ch6-ex-ablate-induction", chapter=6)
 
 
 @ablate_induction.check(
-    hint="Set the head's d_h context features to zero before out_proj mixes the heads (a "
-    "forward pre-hook on out_proj): with one head, out_proj then adds only its bias."
+    hint="Switch the head off before out_proj mixes the heads: a hook lets you change what "
+    "a module receives. With one head, out_proj then adds only its bias."
 )
 def the_induction_head_switched_off(
     logits_without_head: Callable[..., object],
@@ -212,40 +251,45 @@ def _swap(t: int, i: int, j: int) -> torch.Tensor:
     return order
 
 
-@causal_bag.check(
-    hint="Compare the predicted tokens (argmax) for tokens and for tokens[order]. Without "
-    "positions, a query that sees the same bag and keeps its own token cannot change."
-)
-def nothing_changes_outside_the_swap_without_positions(
-    prediction_changes: Callable[..., object], k_models: object, x_test: torch.Tensor
-) -> None:
-    """tokens 3 and 4 of x_test[0] swapped: the model without positions keeps 0-2 and 5-31"""
-    tokens = x_test[0].clone()
-    got = answer_tensor(
-        prediction_changes(_page_model(k_models, "none"), tokens, _swap(32, 3, 4)), (32,)
-    )
-    assert got.dtype == torch.bool, f"expected a bool tensor, got {got.dtype}"
-    assert torch.equal(tokens, x_test[0]), "the call changed the tokens it was given"
-    outside = [*range(3), *range(5, 32)]
-    assert not got[outside].any(), f"changes at {got.nonzero().flatten().tolist()}"
+_EIGHT = [2, 0, 1, 1, 0, 2, 0, 1]
 
 
 @causal_bag.check(
-    hint="A reordering that leaves the sequence as it was changes no prediction, whatever "
-    "the model: reorder with tokens[order]."
+    hint="What is a query at position p, and what does it see, in the sequence and in "
+    "tokens[order]? Which of those can a model without positions tell apart?"
 )
-def the_same_sequence_changes_nothing(
-    prediction_changes: Callable[..., object], k_models: object, x_test: torch.Tensor
+def two_tokens_swapped_in_eight(positions_that_can_change: Callable[..., object]) -> None:
+    """tokens 2 and 4 of eight swapped: with every earlier token in view and a window of 1"""
+    tokens = torch.tensor(_EIGHT)
+    for window, expected in ((None, [2, 3, 4]), (1, [2, 3, 4, 5])):
+        got = answer_tensor(positions_that_can_change(tokens, _swap(8, 2, 4), window), (8,))
+        assert got.dtype == torch.bool, f"expected a bool tensor, got {got.dtype}"
+        where = got.nonzero().flatten().tolist()
+        assert where == expected, f"window {window}: True at {where}"
+    assert torch.equal(tokens, torch.tensor(_EIGHT)), "the call changed the tokens"
+
+
+@causal_bag.check(
+    hint="A model without positions can change its prediction only where your function "
+    "says True; swapping two equal tokens changes nothing at all."
+)
+def the_page_model_without_positions(
+    positions_that_can_change: Callable[..., object], k_models: object, x_test: torch.Tensor
 ) -> None:
-    """the identity order, and a swap of two equal tokens of x_test[0]: no change"""
-    tokens = x_test[0]
-    # 32 tokens of 16 kinds: some token occurs twice.
-    i, j = next((i, j) for i in range(32) for j in range(i + 1, 32) if tokens[i] == tokens[j])
-    for order in (torch.arange(32), _swap(32, i, j)):
-        got = answer_tensor(
-            prediction_changes(_page_model(k_models, "learned"), tokens, order), (32,)
-        )
-        assert not got.any(), f"changes at {got.nonzero().flatten().tolist()}"
+    """x_test[0] reordered: k_models["none"] changes only where it says True"""
+    tokens, t = x_test[0], x_test.shape[1]
+    model = _page_model(k_models, "none")
+    i, j = next((i, j) for i in range(t) for j in range(i + 1, t) if tokens[i] == tokens[j])
+    got = answer_tensor(positions_that_can_change(tokens, _swap(t, i, j), None), (t,))
+    assert not got.any(), f"equal tokens swapped: True at {got.nonzero().flatten().tolist()}"
+    order = torch.roll(torch.arange(t), 1)  # the last token first
+    got = answer_tensor(positions_that_can_change(tokens, order, None), (t,))
+    with torch.no_grad():
+        logits = model(torch.stack([tokens, tokens[order]]).to(_device(model))).cpu()
+    changed = logits[0].argmax(dim=-1) != logits[1].argmax(dim=-1)  # (t,)
+    changed &= (logits[0] - logits[1]).abs().amax(dim=-1) > 1e-4  # not float rounding
+    missed = (changed & ~got).nonzero().flatten().tolist()
+    assert not missed, f"the model's prediction changes at {missed}, where you say False"
 
 
 why_order_blind = Exercise("ch6-ex-why-order-blind", chapter=6)
@@ -260,9 +304,9 @@ def _counts(inputs: torch.Tensor, vocab_size: int) -> torch.Tensor:
 
 
 @why_order_blind.check(
-    hint="At position i the reader knows only how often each token occurs among the "
-    "min(i, window) tokens before i, which two rows of the counts tell: its best guess is "
-    "the most frequent, right with probability count / size. Average over the sequences."
+    hint="At position i the reader knows only the bag of the tokens in its window, which the "
+    "cumulative counts hold: how? From the bag, its best guess and its chance are the page's "
+    "order-blind ones. Average over the sequences."
 )
 def two_short_sequences(bound_by_position: Callable[..., object]) -> None:
     """two sequences of 6 tokens, k = 1: windows of 2 tokens and of all earlier tokens"""
