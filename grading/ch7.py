@@ -65,10 +65,12 @@ class RollingCache(GradedExercise):
         Check(
             "window",
             2,
-            "each append returns the last `window` tokens, oldest first; `length` counts all",
+            "each append returns the last `window` tokens, read out of the buffers oldest "
+            "first; `length` counts all",
             "Keep count of every token appended; after an append the cache holds the newest "
             "min(length, window) of them. Read them out of the ring starting at the oldest "
-            "slot.",
+            "slot, at every append: what the buffers hold may have been changed in place "
+            "since the last one.",
         ),
         Check(
             "ring",
@@ -83,10 +85,10 @@ class RollingCache(GradedExercise):
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
-        for dtype in (np.float32, np.float32, np.float64):
+        for dtype, negate in ((np.float32, False), (np.float32, True), (np.float64, True)):
             window = int(rng.integers(2, 7))
             sizes = self.sizes(rng, window, 2 * window + int(rng.integers(1, window + 1)))
-            cases.append(self.case("window", rng, window, sizes, dtype))
+            cases.append(self.case("window", rng, window, sizes, dtype, negate))
         for dtype in (np.float16, np.float64, np.float32):
             window = int(rng.integers(3, 8))
             sizes = self.sizes(rng, window, window + int(rng.integers(1, window)))
@@ -110,7 +112,10 @@ class RollingCache(GradedExercise):
         window: int,
         sizes: list[int],
         dtype: type,
+        negate: bool = False,
     ) -> Case:
+        """``negate``: between appends, negate both buffers in place (as a model that edits
+        its cache would): each append must return what the buffers then hold."""
         b, h_kv, d_h = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 5))
         total = sum(sizes)
         keys = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
@@ -118,7 +123,17 @@ class RollingCache(GradedExercise):
         steps = [Step("RollingKVCache", args=(window,), send_back=False)]
         ends = np.cumsum(sizes)
         reads = []  # the ring check: where each append's buffers were read
-        for start, end in zip([0, *ends[:-1]], ends, strict=True):
+        appends = []  # where each append's result is
+        for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+            if negate and i > 0:
+                at = len(steps)
+                steps += [
+                    Step(Result(0), "keys", called=False, send_back=False),
+                    Step(Result(0), "values", called=False, send_back=False),
+                    Step(Result(at), "neg_", send_back=False),
+                    Step(Result(at + 1), "neg_", send_back=False),
+                ]
+            appends.append(len(steps))
             steps.append(
                 Step(
                     Result(0),
@@ -145,6 +160,8 @@ class RollingCache(GradedExercise):
             steps += [Step(Result(at), called=False) for at in (reads[-1], reads[-1] + 1)]
         name = dtype_name(keys)
         shown = f"window {window}, appends of {sizes} tokens, b = {b}, h_kv = {h_kv}, {name}"
+        if negate:
+            shown += ", the buffers negated in place between appends"
 
         def judge(results: Sequence[StepResult]) -> str | None:
             raised = first_raised(results)
@@ -153,20 +170,32 @@ class RollingCache(GradedExercise):
             if check == "window":
                 for i, end in enumerate(ends):
                     start = max(0, int(end) - window)
-                    got, why = tensors(results[1 + i].value, 2, "the pair (keys, values)")
+                    got, why = tensors(results[appends[i]].value, 2, "the pair (keys, values)")
                     if why:
                         return f"append {i}: {why}"
                     assert got is not None
+                    # Token p, written by append a, was negated by each append since a.
+                    written = np.searchsorted(ends, np.arange(start, end), side="right")
+                    signs = (-1.0) ** (i - written) if negate else np.ones(end - start)
                     for item, source, what in zip(
                         got, (keys, values), ("keys", "values"), strict=True
                     ):
                         problem = problem_with_tensor(
                             item,
-                            source[:, :, start:end],
+                            source[:, :, start:end] * signs[:, None],
                             atol=0,
                             rtol=0,
                             what=f"the {what} returned by append {i} (after {end} tokens)",
                         )
+                        unread = (signs < 0).any() and not problem_with_tensor(
+                            item, source[:, :, start:end], atol=0, rtol=0
+                        )
+                        if problem and unread:
+                            return (
+                                f"the {what} returned by append {i} are not what the buffers "
+                                "hold: both were negated in place before it, and append must "
+                                "read its tokens out of them, oldest first"
+                            )
                         if problem:
                             return problem
                 length = value_of(results)

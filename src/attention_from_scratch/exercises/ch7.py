@@ -49,10 +49,12 @@ def _numbered(start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, 
 
 @kv_cache.check(
     hint="After an append the cache holds the newest min(length, window) tokens: read them "
-    "out of the ring from the oldest slot on. `length` counts every token appended."
+    "out of the ring from the oldest slot on, at every append (the buffers may have been "
+    "changed in place). `length` counts every token appended."
 )
 def keeps_the_last_four_of_seven_tokens(RollingKVCache: Callable[[int], _RollingCache]) -> None:
-    """window 4, appends of 3, 2 and 2 tokens: the last 4, oldest first, and length 7"""
+    """window 4, appends of 3, 2 and 2 tokens: the last 4, oldest first, and length 7; then
+    the buffers negated in place and token 7 appended: what they hold, oldest first"""
     cache = RollingKVCache(4)
     for start, stop, kept in ((0, 3, [0, 1, 2]), (3, 5, [1, 2, 3, 4]), (5, 7, [3, 4, 5, 6])):
         keys, values = _pair(
@@ -64,6 +66,16 @@ def keeps_the_last_four_of_seven_tokens(RollingKVCache: Callable[[int], _Rolling
         assert got == kept, f"after token {stop - 1} the keys are tokens {got}, not {kept}"
         assert values.flatten().tolist() == [-p for p in kept], "the values do not match"
     assert cache.length == 7, f"`length` is {cache.length} after 7 tokens"
+    for buffer in (cache.keys, cache.values):
+        answer_tensor(buffer, (1, 1, 4, 1))
+        assert isinstance(buffer, torch.Tensor)  # for the type checker: answer_tensor says so
+        buffer.neg_()  # in place: the learner's buffer itself
+    keys, _ = _pair(cache.append(*_numbered(7, 8, torch.float32)), ((1, 1, 4, 1),) * 2, "the pair")
+    got = keys.flatten().tolist()
+    assert got == [-4, -5, -6, 7], (
+        f"after negating the buffers and appending token 7 the keys are {got}, not what the "
+        "buffers hold, [-4, -5, -6, 7]: read them out of the buffers"
+    )
 
 
 @kv_cache.check(
