@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from grader.spec import (
     FLOAT,
+    ROLES,
     Call,
     Case,
     Check,
@@ -370,6 +371,12 @@ def uniform_draws(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarra
     return draws
 
 
+def grid_draws(rng: np.random.Generator, shape: tuple[int, ...], steps: int) -> np.ndarray:
+    """Numbers k / steps in [0, 1) as float32: some equal a rate on that grid exactly, so the
+    boundary (a number equal to p survives) is tested."""
+    return (rng.integers(0, steps, size=shape) / steps).astype(np.float32)
+
+
 def dropout_reference(x: np.ndarray, p: float | np.ndarray, draws: np.ndarray) -> np.ndarray:
     rate = np.broadcast_to(np.asarray(p, dtype=np.float64), x.shape)
     keep = draws.astype(np.float64) >= rate
@@ -411,21 +418,29 @@ class DropoutRate(GradedExercise):
             (int(rng.integers(200, 400)),),
         ):
             x = (rng.standard_normal(shape) * 2).astype(np.float32)
-            cases.append(self.case("drops", x, float(rng.integers(3, 27)) / 32, rng))
+            p = float(rng.integers(3, 27)) / 32
+            cases.append(self.case("drops", x, p, uniform_draws(rng, x.shape)))
+        # Numbers on a grid of eighths: about one in eight equals p, and survives.
+        x = (rng.standard_normal(int(rng.integers(200, 400))) * 2).astype(np.float32)
+        p = float(rng.choice([0.25, 0.5]))
+        cases.append(self.case("drops", x, p, grid_draws(rng, x.shape, 8)))
         b, t, s = int(rng.integers(1, 4)), int(rng.integers(4, 8)), int(rng.integers(8, 30))
         rates = rng.integers(0, 33, size=(t, 1)) / 32
         rates[0], rates[1] = 0.0, 1.0
         x = (rng.standard_normal((b, t, s)) * 2).astype(np.float32)
-        cases.append(self.case("rates", x, rates.astype(np.float32), rng))
+        # Numbers on the rates' grid, and in each row one equal to its rate (below 1): the
+        # boundary again, a number of 0 at the rate 0 included.
+        draws = grid_draws(rng, x.shape, 32)
+        draws[..., 0] = np.minimum(rates[:, 0], 31 / 32)
+        cases.append(self.case("rates", x, rates.astype(np.float32), draws))
         x64 = rng.standard_normal((b, t, s)) * 2
-        cases.append(self.case("rates", x64, rng.permutation(rates), rng))
-        cases.append(self.case("rates", x64, 1.0, rng))
-        cases.append(self.case("rates", x, 0.0, rng))
+        for p_of_x64 in (rng.permutation(rates), 1.0):
+            cases.append(self.case("rates", x64, p_of_x64, uniform_draws(rng, x64.shape)))
+        cases.append(self.case("rates", x, 0.0, uniform_draws(rng, x.shape)))
         return cases
 
     @staticmethod
-    def case(check: str, x: np.ndarray, p: float | np.ndarray, rng: np.random.Generator) -> Case:
-        draws = uniform_draws(rng, x.shape)
+    def case(check: str, x: np.ndarray, p: float | np.ndarray, draws: np.ndarray) -> Case:
         expected = dropout_reference(x, p, draws)
         dtype = dtype_name(x)
         atol = 1e-9 if x.dtype == np.float64 else 1e-5
@@ -434,10 +449,14 @@ class DropoutRate(GradedExercise):
 
         def judge(results: Sequence[StepResult]) -> str | None:
             got = value_of(results)
-            if isinstance(got, Tensor) and got.shape == x.shape and check == "drops":
+            if isinstance(got, Tensor) and got.shape == x.shape:
                 zeros = got.array == 0
-                if np.array_equal(zeros, draws >= p):
+                if check == "drops" and np.array_equal(zeros, draws >= p):
                     return "the entries whose number is below p must be the ones dropped"
+                rate = np.broadcast_to(np.asarray(p, dtype=np.float64), x.shape)
+                at_rate = (draws == rate) & (rate < 1)
+                if at_rate.any() and np.array_equal(zeros, draws <= rate):
+                    return "an entry whose number equals p survives: only those below p drop"
             return problem_with_tensor(got, expected, atol=atol, dtype=dtype)
 
         return Case(check, call("my_dropout", x, p, draws, shown=shown), judge)
@@ -458,6 +477,30 @@ def with_leak(hide: np.ndarray, t: int, rng: np.random.Generator) -> np.ndarray:
     return leaky
 
 
+# How much the "tiny" layer's one leak moves its output row when the future token gets +1:
+# as little as the smallest dependence the "small" layer asks to see.
+TINY = 1e-4
+
+
+def edit_change(
+    weights: dict[str, np.ndarray], hide: np.ndarray, x: np.ndarray, j: int
+) -> np.ndarray:
+    """How much each output row of a causal attention layer (weights, no bias, the mask
+    ``hide``) moves, at most over the batch and the features, when token ``j`` of ``x`` gets
+    +1; in float64, shape (t,)."""
+    t, d_out = x.shape[1], weights["W_query.weight"].shape[0]
+    w_q, w_k, w_v = (weights[f"{name}.weight"].astype(np.float64) for name in ROLES)
+
+    def rows(inputs: np.ndarray) -> np.ndarray:
+        scores = (inputs @ w_q.T) @ (inputs @ w_k.T).transpose(0, 2, 1)  # (b, t, t)
+        weighted = softmax_hidden(scores / np.sqrt(d_out), hide[:t, :t])
+        return weighted @ (inputs @ w_v.T)  # (b, t, d_out)
+
+    edited = x.astype(np.float64)
+    edited[:, j] += 1.0
+    return np.abs(rows(edited) - rows(x.astype(np.float64))).max(axis=(0, 2))
+
+
 class CausalityTest(GradedExercise):
     label = "ch3-ex-causality-test"
     manual_points = 1
@@ -474,23 +517,25 @@ class CausalityTest(GradedExercise):
             "the (t, t) dependence of each output row on each token, measured",
             "Edit one token at a time in a copy of x, run the module on the original and on "
             "the copy, and mark the output rows that differ in any sequence of the batch. A "
-            "leak can be tiny: compare with a tight tolerance. Trust no mask attribute.",
+            "leak can be tiny: compare with a tight tolerance. Trust no mask attribute, and "
+            "no gradient: a module may detach its input, and still depend on it.",
         ),
         Check(
             "verdict",
             1,
             "is_causal tells causal modules from leaky ones, whatever they hold",
-            "A module is causal when no output row depends on a later token: nothing above "
-            "the diagonal of the dependence. It need not depend on every earlier token, and "
+            "A module is causal when no output row depends on a later token, however "
+            "slightly: nothing above the diagonal of the dependence, measured as tightly as "
+            "the dependence itself. It need not depend on every earlier token, and "
             "what a module stores (a mask, or none) says nothing about what it computes.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
-        for kind in ("leak", "window", "small", "heads", "fused", "open", "wrapper"):
+        for kind in ("leak", "window", "small", "heads", "fused", "open", "wrapper", "detached"):
             cases.append(self.case("dependence", kind, rng))
-        for kind in ("causal", "last", "outside", "fused", "window", "small", "open"):
+        for kind in ("causal", "last", "outside", "fused", "window", "tiny", "open", "detached"):
             cases.append(self.case("verdict", kind, rng))
         return cases
 
@@ -500,7 +545,7 @@ class CausalityTest(GradedExercise):
         d_in, d_out = int(rng.integers(2, 6)), 2 * int(rng.integers(1, 3))
         size = t + int(rng.integers(1, 3))  # context_length: the module's mask is bigger
         x = rng.standard_normal((b, t, d_in)).astype(np.float32)
-        module, depends, name = CausalityTest.module(kind, rng, t, size, d_in, d_out)
+        module, depends, name = CausalityTest.module(kind, rng, x, size, d_out)
         shown = f"{name}, x of shape {x.shape}"
         if check == "dependence":
             return Case(
@@ -536,10 +581,11 @@ class CausalityTest(GradedExercise):
 
     @staticmethod
     def module(
-        kind: str, rng: np.random.Generator, t: int, size: int, d_in: int, d_out: int
+        kind: str, rng: np.random.Generator, x: np.ndarray, size: int, d_out: int
     ) -> tuple[Module, np.ndarray, str]:
         """A module of the package, what its first ``t`` output rows depend on, and its name
         in the feedback."""
+        t, d_in = x.shape[1:]
         lower = ~causal(t)  # (t, t): a causal layer that sees every earlier token
         heads = int(rng.integers(1, 3))
         weights = {
@@ -579,9 +625,17 @@ class CausalityTest(GradedExercise):
             return made, ~leaky[:t, :t], "two heads, the second with a leak"
         hide = causal(size)
         name = "a causal attention layer"
-        if kind == "leak":
+        if kind in ("leak", "detached", "tiny"):
             hide = with_leak(hide, t, rng)
             name = "a layer with one leak"
+        if kind == "detached":  # the same leak, which no gradient shows
+            made = Module("CausalAttention", settings, {**weights, "mask": hide}, detached=True)
+            return made, ~hide[:t, :t], "a layer with one leak, run on its input detached"
+        if kind == "tiny":  # one leak, its effect scaled down to TINY with the values
+            ((i, j),) = np.argwhere(~hide[:t, :t] & causal(t))
+            moves = edit_change(weights, hide, x, int(j))[i]
+            weights["W_value.weight"] = weights["W_value.weight"] * np.float32(TINY / moves)
+            name = "a layer with one tiny leak"
         if kind == "small":  # a leak, and every output, a hundred times smaller
             weights["W_value.weight"] = weights["W_value.weight"] * np.float32(0.01)
             i = np.arange(size)[:, None]

@@ -4,9 +4,9 @@ Each draws a student's inputs from their variant's generator, has the student's 
 on them in the student's kernel, and judges what comes back against a reference computed here
 in float64. The answers return what neither torch nor the course package exposes: the slots
 of a ring buffer (whose two buffers must keep their address across appends and be written in
-place), the running state of the online softmax after one more block (from a state drawn here
-over scores the student never sees, so that only the online update can answer), the scores of
-the folded grouped product.
+place), the online-softmax state over two parts of the keys merged from the parts' states
+(drawn here over scores the student never sees, so that only the rescaling can answer), the
+scores of the folded grouped product.
 """
 
 from __future__ import annotations
@@ -65,10 +65,12 @@ class RollingCache(GradedExercise):
         Check(
             "window",
             2,
-            "each append returns the last `window` tokens, oldest first; `length` counts all",
+            "each append returns the last `window` tokens, read out of the buffers oldest "
+            "first; `length` counts all",
             "Keep count of every token appended; after an append the cache holds the newest "
             "min(length, window) of them. Read them out of the ring starting at the oldest "
-            "slot.",
+            "slot, at every append: what the buffers hold may have been changed in place "
+            "since the last one.",
         ),
         Check(
             "ring",
@@ -83,10 +85,10 @@ class RollingCache(GradedExercise):
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
-        for dtype in (np.float32, np.float32, np.float64):
+        for dtype, negate in ((np.float32, False), (np.float32, True), (np.float64, True)):
             window = int(rng.integers(2, 7))
             sizes = self.sizes(rng, window, 2 * window + int(rng.integers(1, window + 1)))
-            cases.append(self.case("window", rng, window, sizes, dtype))
+            cases.append(self.case("window", rng, window, sizes, dtype, negate))
         for dtype in (np.float16, np.float64, np.float32):
             window = int(rng.integers(3, 8))
             sizes = self.sizes(rng, window, window + int(rng.integers(1, window)))
@@ -110,7 +112,10 @@ class RollingCache(GradedExercise):
         window: int,
         sizes: list[int],
         dtype: type,
+        negate: bool = False,
     ) -> Case:
+        """``negate``: between appends, negate both buffers in place (as a model that edits
+        its cache would): each append must return what the buffers then hold."""
         b, h_kv, d_h = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 5))
         total = sum(sizes)
         keys = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
@@ -118,7 +123,17 @@ class RollingCache(GradedExercise):
         steps = [Step("RollingKVCache", args=(window,), send_back=False)]
         ends = np.cumsum(sizes)
         reads = []  # the ring check: where each append's buffers were read
-        for start, end in zip([0, *ends[:-1]], ends, strict=True):
+        appends = []  # where each append's result is
+        for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+            if negate and i > 0:
+                at = len(steps)
+                steps += [
+                    Step(Result(0), "keys", called=False, send_back=False),
+                    Step(Result(0), "values", called=False, send_back=False),
+                    Step(Result(at), "neg_", send_back=False),
+                    Step(Result(at + 1), "neg_", send_back=False),
+                ]
+            appends.append(len(steps))
             steps.append(
                 Step(
                     Result(0),
@@ -145,6 +160,8 @@ class RollingCache(GradedExercise):
             steps += [Step(Result(at), called=False) for at in (reads[-1], reads[-1] + 1)]
         name = dtype_name(keys)
         shown = f"window {window}, appends of {sizes} tokens, b = {b}, h_kv = {h_kv}, {name}"
+        if negate:
+            shown += ", the buffers negated in place between appends"
 
         def judge(results: Sequence[StepResult]) -> str | None:
             raised = first_raised(results)
@@ -153,20 +170,32 @@ class RollingCache(GradedExercise):
             if check == "window":
                 for i, end in enumerate(ends):
                     start = max(0, int(end) - window)
-                    got, why = tensors(results[1 + i].value, 2, "the pair (keys, values)")
+                    got, why = tensors(results[appends[i]].value, 2, "the pair (keys, values)")
                     if why:
                         return f"append {i}: {why}"
                     assert got is not None
+                    # Token p, written by append a, was negated by each append since a.
+                    written = np.searchsorted(ends, np.arange(start, end), side="right")
+                    signs = (-1.0) ** (i - written) if negate else np.ones(end - start)
                     for item, source, what in zip(
                         got, (keys, values), ("keys", "values"), strict=True
                     ):
                         problem = problem_with_tensor(
                             item,
-                            source[:, :, start:end],
+                            source[:, :, start:end] * signs[:, None],
                             atol=0,
                             rtol=0,
                             what=f"the {what} returned by append {i} (after {end} tokens)",
                         )
+                        unread = (signs < 0).any() and not problem_with_tensor(
+                            item, source[:, :, start:end], atol=0, rtol=0
+                        )
+                        if problem and unread:
+                            return (
+                                f"the {what} returned by append {i} are not what the buffers "
+                                "hold: both were negated in place before it, and append must "
+                                "read its tokens out of them, oldest first"
+                            )
                         if problem:
                             return problem
                 length = value_of(results)
@@ -341,82 +370,75 @@ class OnlineSoftmax(GradedExercise):
     label = "ch7-ex-online-softmax"
     checks = (
         Check(
-            "step",
+            "merge",
             2,
-            "m, ell and o after one more block, from running states the grader draws",
-            "ell and o were measured from the old maximum m: when the block raises it, what "
-            "you held must be measured from the new one before the block's own terms are "
-            "added (the section's rescaling); when it does not, m stays.",
+            "the state over both parts' keys, from two parts' states the grader draws",
+            "Each part's ell and o were measured from its own maximum: measure both from the "
+            "larger one, m = max(m1, m2), before adding them. The part whose maximum is "
+            "smaller is scaled down; which part that is changes from row to row.",
         ),
         Check(
             "edges",
             1,
-            "rows that have seen only hidden keys, hidden blocks, the first block, scores "
-            "near 1000 in float32",
-            "A row that has seen only hidden keys has m = -inf, ell = 0, o = 0, and may meet "
-            "a hidden block again: subtract 0 instead of m' while m' is -inf, so that nothing "
-            "becomes NaN; every exponent must be at most 0; keep the dtype of the scores.",
+            "parts that saw only hidden keys, one or both; scores near 1000 in float32; "
+            "the dtype of the states",
+            "A part that saw only hidden keys has m = -inf, ell = 0, o = 0, and may be either "
+            "part, or both: subtract 0 instead of m while m is -inf, so that nothing becomes "
+            "NaN; every exponent must be at most 0; keep the dtype of the states.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
         cases = []
         for _ in range(3):
-            r, seen, c = int(rng.integers(2, 6)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
-            past = 3 * rng.standard_normal((r, seen))
-            block = 3 * rng.standard_normal((r, c))
-            # Row 0's maximum rises in this block; row 1's stays.
-            block[0] += past[0].max() - block[0].max() + rng.uniform(1, 4)
-            block[1] += past[1].max() - block[1].max() - rng.uniform(1, 4)
-            cases.append(
-                self.case("step", rng, past, block, "row 0's maximum rises, row 1's stays")
-            )
-        # The first block: nothing seen yet; row 1's block hidden, row 2's partly.
-        c = int(rng.integers(2, 5))
-        block = 3 * rng.standard_normal((3, c))
-        block[1] = -np.inf
-        block[2, 0] = -np.inf
-        cases.append(self.case("edges", rng, np.zeros((3, 0)), block, "the first block"))
-        # Rows 0 and 2 have seen only hidden keys; rows 1 and 2 meet a hidden block.
-        seen, c = int(rng.integers(3, 7)), int(rng.integers(1, 5))
-        past = 3 * rng.standard_normal((4, seen))
-        block = 3 * rng.standard_normal((4, c))
-        past[[0, 2]] = -np.inf
-        block[[1, 2]] = -np.inf
-        past[3, rng.random(seen) < 0.4] = -np.inf
-        past[3, -1] = rng.standard_normal()
-        block[3, 0] = -np.inf
-        shown = "rows 0 and 2 have seen only hidden keys, rows 1 and 2 get a hidden block"
-        cases.append(self.case("edges", rng, past, block, shown))
-        # Scores near 1000, in float32; row 0's maximum rises by about 8.
-        seen, c = int(rng.integers(2, 7)), int(rng.integers(1, 4))
-        past = 1000 + 3 * rng.standard_normal((2, seen))
-        block = 1000 + 3 * rng.standard_normal((2, c))
-        block[0] += past[0].max() - block[0].max() + 8
-        block[1] += past[1].max() - block[1].max() - 2
-        cases.append(self.case("edges", rng, past, block, "scores near 1000", np.float32))
+            r = int(rng.integers(3, 6))
+            first = 3 * rng.standard_normal((r, int(rng.integers(1, 7))))
+            second = 3 * rng.standard_normal((r, int(rng.integers(1, 7))))
+            # Row 0's larger maximum is in the first part, row 1's in the second.
+            first[0] += second[0].max() - first[0].max() + rng.uniform(1, 4)
+            second[1] += first[1].max() - second[1].max() + rng.uniform(1, 4)
+            shown = "row 0's maximum is in the first part, row 1's in the second"
+            cases.append(self.case("merge", rng, first, second, shown))
+        # Row 0's first part saw only hidden keys, row 1's second, row 2's both; row 3's
+        # first part hides some of its keys.
+        first = 3 * rng.standard_normal((4, int(rng.integers(2, 6))))
+        second = 3 * rng.standard_normal((4, int(rng.integers(1, 6))))
+        first[[0, 2]] = -np.inf
+        second[[1, 2]] = -np.inf
+        first[3, 0] = -np.inf
+        shown = "row 0's first part, row 1's second and both of row 2's saw only hidden keys"
+        cases.append(self.case("edges", rng, first, second, shown))
+        # Scores near 1000, in float32: row 0's second part peaks about 8 higher, row 1's
+        # first part about 2 higher.
+        first = 1000 + 3 * rng.standard_normal((2, int(rng.integers(2, 7))))
+        second = 1000 + 3 * rng.standard_normal((2, int(rng.integers(1, 4))))
+        second[0] += first[0].max() - second[0].max() + 8
+        first[1] += second[1].max() - first[1].max() + 2
+        cases.append(self.case("edges", rng, first, second, "scores near 1000", np.float32))
+        # Float32 states: the merged state keeps their dtype.
+        first = 3 * rng.standard_normal((3, int(rng.integers(1, 5))))
+        second = 3 * rng.standard_normal((3, int(rng.integers(1, 5))))
+        cases.append(self.case("edges", rng, first, second, "any two parts", np.float32))
         return cases
 
     @staticmethod
     def case(
         check: str,
         rng: np.random.Generator,
-        past: np.ndarray,
-        block: np.ndarray,
+        first: np.ndarray,
+        second: np.ndarray,
         shown: str,
         dtype: type = np.float64,
     ) -> Case:
-        """One step from the state of ``past`` (the student sees only that state)."""
-        r, c = block.shape
-        d = int(rng.integers(1, 4))
-        past, block = past.astype(dtype), block.astype(dtype)
-        past_values = rng.standard_normal((past.shape[1], d)).astype(dtype)
-        block_values = rng.standard_normal((c, d)).astype(dtype)
-        state = [x.astype(dtype) for x in state_over(past, past_values)]
-        expected = state_over(
-            np.concatenate([past, block], axis=1), np.concatenate([past_values, block_values])
-        )
-        name = dtype_name(block)
+        """Merge the states of two parts of the same rows' keys (the student sees only the
+        states, never the scores)."""
+        r, d = first.shape[0], int(rng.integers(1, 4))
+        first, second = first.astype(dtype), second.astype(dtype)
+        values = [rng.standard_normal((part.shape[1], d)).astype(dtype) for part in (first, second)]
+        states = [state_over(part, v) for part, v in zip((first, second), values, strict=True)]
+        sent = [x.astype(dtype) for state in states for x in state]
+        expected = state_over(np.concatenate([first, second], axis=1), np.concatenate(values))
+        name = dtype_name(first)
         atol, rtol = (1e-9, 1e-9) if dtype == np.float64 else (1e-4, 1e-4)
 
         def judge(results: Sequence[StepResult]) -> str | None:
@@ -426,23 +448,20 @@ class OnlineSoftmax(GradedExercise):
             assert got is not None
             for item, want, what in zip(got, expected, ("m", "ell", "o"), strict=True):
                 problem = problem_with_tensor(
-                    item, want, atol=atol, rtol=rtol, dtype=name, what=f"the new `{what}`"
+                    item, want, atol=atol, rtol=rtol, dtype=name, what=f"the merged `{what}`"
                 )
                 if problem:
                     if what != "m" and isinstance(item, Tensor) and np.isnan(item.array).any():
                         return (
-                            f"the new `{what}` is NaN: while m' is -inf, e^(m - m') is "
-                            "e^(-inf + inf)"
+                            f"the merged `{what}` is NaN: where both parts saw only hidden "
+                            "keys, m is -inf and e^(m1 - m) is e^(-inf + inf)"
                         )
                     return problem
             return None
 
-        described = f"r = {r}, a block of {c} keys, d = {d}, {name}: {shown}"
-        return Case(
-            check,
-            call("online_step", *state, block, block_values, shown=described),
-            judge,
-        )
+        sizes = f"{first.shape[1]} and {second.shape[1]} keys"
+        described = f"r = {r}, parts of {sizes}, d = {d}, {name}: {shown}"
+        return Case(check, call("merge_states", *sent, shown=described), judge)
 
 
 # ---- ch7-ex-group-heads ------------------------------------------------------------------------

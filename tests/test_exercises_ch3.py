@@ -160,6 +160,13 @@ def my_dropout(x, p, draws):
 def my_dropout(x, p, draws):
     return x * (draws >= p) / (1 - p)
 """,
+    # Keeps only the numbers above p: a number equal to p is dropped too.
+    ("ch3-ex-dropout-rate", "drops at p"): """
+import torch
+def my_dropout(x, p, draws):
+    p = torch.as_tensor(p, dtype=x.dtype)
+    return torch.where(draws > p, x / (1 - p), torch.zeros((), dtype=x.dtype))
+""",
     # Trusting what the module stores instead of measuring it.
     ("ch3-ex-causality-test", "reads the mask"): """
 import torch
@@ -195,6 +202,16 @@ def dependence(module, x):
 def is_causal(module, x):
     return not bool(torch.triu(dependence(module, x), 1).any())
 """,
+    # The Jacobian's nonzero entries: blind to a module that detaches its input.
+    ("ch3-ex-causality-test", "gradients"): """
+import torch
+def dependence(module, x):
+    with torch.enable_grad():
+        jacobian = torch.autograd.functional.jacobian(module, x.clone())
+    return (jacobian != 0).any(dim=(0, 2, 3, 5))  # (b, t, d_out, b, t, d_in) -> (t, t)
+def is_causal(module, x):
+    return not bool(dependence(module, x).triu(1).any())
+""",
 }
 
 
@@ -215,8 +232,14 @@ def test_each_lazy_answer_fails_the_check_meant_for_it() -> None:
     assert "expected" in failed_checks("ch3-ex-dropout-order", "the page's order")
     assert failed_checks("ch3-ex-all-masked", "nan rows") == {"padding"}
     assert failed_checks("ch3-ex-dropout-rate", "mask times scale") == {"rates"}
+    assert failed_checks("ch3-ex-dropout-rate", "drops at p") == {"drops", "rates"}
     assert failed_checks("ch3-ex-causality-test", "reads the mask") == {"dependence", "verdict"}
-    assert "dependence" in failed_checks("ch3-ex-causality-test", "a loose tolerance")
+    assert failed_checks("ch3-ex-causality-test", "gradients") == {"dependence", "verdict"}
+    # A tolerance of 1e-3, as a lazy answer chose: only the verdict's tiny leak is below it.
+    loose = LAZY[("ch3-ex-causality-test", "a loose tolerance")].replace("0.05", "1e-3")
+    for seed in range(3):
+        score = grade("ch3-ex-causality-test", loose, seed=seed)
+        assert "verdict" in {check.name for check in score.checks if not check.passed}
 
 
 def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:

@@ -99,6 +99,36 @@ def test_tensors_numbers_modules_and_errors_travel_as_data(tmp_path: Path) -> No
     assert got[6][0].value.type_name == "TypeError"
 
 
+def test_a_detached_module_gives_the_same_outputs_and_no_gradient(tmp_path: Path) -> None:
+    import torch
+
+    def run(module: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        out = module(x.requires_grad_())
+        (gradient,) = torch.autograd.grad(out.sum(), x, allow_unused=True)
+        return out.detach(), gradient is not None
+
+    weights = {
+        f"W_{role}.weight": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+        for role in ("query", "key", "value")
+    }
+    x = np.linspace(0, 1, 12, dtype=np.float32).reshape(1, 4, 3)
+    calls = [
+        call("run", Module("SelfAttentionV2", {"d_in": 3, "d_out": 2}, weights, detached=flag), x)
+        for flag in (False, True)
+    ]
+    (plain,), (detached,) = run_in_process(calls, {"run": run}, tmp_path)
+    assert plain.value[1] is True and detached.value[1] is False
+    assert np.array_equal(plain.value[0].array, detached.value[0].array)
+
+
+def test_a_raised_message_comes_back_as_its_first_line_without_paths(tmp_path: Path) -> None:
+    def fail() -> None:
+        raise ValueError('bad x in "/tmp/ipykernel_7/123.py", _grader_run\nline two')
+
+    (steps,) = run_in_process([call("fail")], {"fail": fail}, tmp_path)
+    assert steps[0].value == Raised("ValueError", 'bad x in "<path>", _grader_run')
+
+
 def test_a_step_after_one_that_raised_says_so(tmp_path: Path) -> None:
     calls = [Call((Step("fail"), Step(Result(0), "anything")))]
     (steps,) = run_in_process(calls, {"fail": lambda: 1 / 0}, tmp_path)

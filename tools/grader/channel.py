@@ -14,6 +14,7 @@ import inspect
 import io
 import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Sequence
@@ -79,6 +80,7 @@ def write_plan(folder: Path, calls: Sequence[Call]) -> None:
                 "kwargs": {key: encode(item) for key, item in value.kwargs.items()},
                 "state": {key: save(array_of(item)) for key, item in value.state.items()},
                 "training": bool(value.training),
+                "detached": bool(value.detached),
             }
         if isinstance(value, tuple | list):
             kind = "tuple" if isinstance(value, tuple) else "list"
@@ -150,6 +152,18 @@ def read_file(path: Path, limit: int) -> bytes | None:
         return data if len(data) <= limit else None
     finally:
         os.close(handle)
+
+
+# Two or more segments after a slash or backslash (a drive letter first on Windows).
+PATH = re.compile(r"(?:\b[A-Za-z]:|~)?(?:[\\/][\w.~-]+){2,}[\\/]?")
+
+
+def echoed(message: object) -> str:
+    """What the feedback shows of a message the student's code raised: its first line, with
+    the file paths in it left out (the kernel's frames and folders are none of the feedback's
+    business), at most 200 characters."""
+    lines = str(message or "").strip().splitlines()
+    return PATH.sub("<path>", lines[0] if lines else "")[:200]
 
 
 class Unreadable(ValueError):
@@ -240,10 +254,7 @@ def read_results(folder: Path, calls: Sequence[Call]) -> list[list[StepResult]]:
                 raised = step["raised"] if isinstance(step["raised"], dict) else {}
                 done.append(
                     StepResult(
-                        Raised(
-                            str(raised.get("type", "?"))[:80],
-                            str(raised.get("message", ""))[:300],
-                        )
+                        Raised(str(raised.get("type", "?"))[:80], echoed(raised.get("message")))
                     )
                 )
                 continue

@@ -24,6 +24,9 @@ def _grader_run(folder, namespace):  # runs in the kernel: no annotation it cann
     def array(name):
         return torch.from_numpy(numpy.load(root / name, allow_pickle=False).copy())
 
+    def detach_inputs(module, inputs):
+        return tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs)
+
     def build(spec, made):
         kind = spec["kind"]
         if kind == "value":
@@ -45,6 +48,8 @@ def _grader_run(folder, namespace):  # runs in the kernel: no annotation it cann
             with torch.no_grad():
                 for key, name in spec["state"].items():
                     named[key].copy_(array(name))
+            if spec.get("detached"):
+                module.register_forward_pre_hook(detach_inputs)
             return module.train(spec["training"])
         if kind == "result":
             return made[spec["index"]]

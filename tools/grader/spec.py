@@ -43,12 +43,15 @@ class Seeded:
 class Module:
     """A module of the course package (``attention_from_scratch.<name>``) built in the kernel
     with ``kwargs``, its parameters and buffers then set from ``state``, in ``training`` mode
-    or in evaluation mode."""
+    or in evaluation mode. ``detached`` makes it detach its tensor inputs from autograd before
+    its forward (a layer run for inference): it computes the same outputs, but no gradient
+    reaches its input, so only what an edit of the input changes shows what it depends on."""
 
     name: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     state: dict[str, np.ndarray] = field(default_factory=dict)
     training: bool = False
+    detached: bool = False
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,14 @@ def _layers() -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     causal = CausalAttention(3, 2, context_length=6, dropout=0.0).eval()
     open_layer = SelfAttentionV2(3, 2)
+    # Run on its input detached, as inference code may: no gradient reaches x, though the
+    # output depends on every token.
+    open_layer.register_forward_pre_hook(_detach_inputs)
     return causal, open_layer, torch.randn(2, 5, 3)
+
+
+def _detach_inputs(module: torch.nn.Module, inputs: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs)
 
 
 @causality_test.check(
@@ -176,7 +183,7 @@ def _layers() -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
     "entry (i, j) True when output row i differs in any sequence of the batch."
 )
 def dependence_of_a_causal_and_an_open_layer(dependence: Callable[..., object]) -> None:
-    """a causal layer: the lower triangle; a layer with no mask: everything"""
+    """a causal layer: the lower triangle; an unmasked layer on detached input: everything"""
     causal, open_layer, x = _layers()
     given = x.clone()
     got = answer_tensor(dependence(causal, given), (5, 5))
@@ -192,7 +199,7 @@ def dependence_of_a_causal_and_an_open_layer(dependence: Callable[..., object]) 
     "the diagonal of the dependence."
 )
 def verdict_on_the_two_layers(is_causal: Callable[..., object]) -> None:
-    """is_causal: True for the causal layer, False for the layer with no mask"""
+    """is_causal: True for the causal layer, False for the unmasked one (input detached)"""
     causal, open_layer, x = _layers()
     assert _verdict(is_causal(causal, x)) is True, "the causal layer: expected True"
     assert _verdict(is_causal(open_layer, x)) is False, "the layer with no mask: expected False"

@@ -1,7 +1,7 @@
 """Self-checks of the exercises of chapter 7, "Attention at scale".
 
 Each check tries the learner's answer on a small public example written out here (tokens
-numbered 0, 1, 2, ..., two rows of scores in blocks of two, one hiding its first block and one
+numbered 0, 1, 2, ..., two rows of scores split in two parts, one hiding its first keys and one
 around 1000, a few integer queries and keys, the page's 16 000-token prompt) and compares it
 with numbers written out here too or with a property every right answer has. Grading is not
 done here: see :mod:`._core`.
@@ -49,10 +49,12 @@ def _numbered(start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, 
 
 @kv_cache.check(
     hint="After an append the cache holds the newest min(length, window) tokens: read them "
-    "out of the ring from the oldest slot on. `length` counts every token appended."
+    "out of the ring from the oldest slot on, at every append (the buffers may have been "
+    "changed in place). `length` counts every token appended."
 )
 def keeps_the_last_four_of_seven_tokens(RollingKVCache: Callable[[int], _RollingCache]) -> None:
-    """window 4, appends of 3, 2 and 2 tokens: the last 4, oldest first, and length 7"""
+    """window 4, appends of 3, 2 and 2 tokens: the last 4, oldest first, and length 7; then
+    the buffers negated in place and token 7 appended: what they hold, oldest first"""
     cache = RollingKVCache(4)
     for start, stop, kept in ((0, 3, [0, 1, 2]), (3, 5, [1, 2, 3, 4]), (5, 7, [3, 4, 5, 6])):
         keys, values = _pair(
@@ -64,6 +66,16 @@ def keeps_the_last_four_of_seven_tokens(RollingKVCache: Callable[[int], _Rolling
         assert got == kept, f"after token {stop - 1} the keys are tokens {got}, not {kept}"
         assert values.flatten().tolist() == [-p for p in kept], "the values do not match"
     assert cache.length == 7, f"`length` is {cache.length} after 7 tokens"
+    for buffer in (cache.keys, cache.values):
+        answer_tensor(buffer, (1, 1, 4, 1))
+        assert isinstance(buffer, torch.Tensor)  # for the type checker: answer_tensor says so
+        buffer.neg_()  # in place: the learner's buffer itself
+    keys, _ = _pair(cache.append(*_numbered(7, 8, torch.float32)), ((1, 1, 4, 1),) * 2, "the pair")
+    got = keys.flatten().tolist()
+    assert got == [-4, -5, -6, 7], (
+        f"after negating the buffers and appending token 7 the keys are {got}, not what the "
+        "buffers hold, [-4, -5, -6, 7]: read them out of the buffers"
+    )
 
 
 @kv_cache.check(
@@ -127,51 +139,65 @@ def pads_on_both_sides_after_a_cache(shifted_positions: Callable[..., object]) -
 
 online_softmax = Exercise("ch7-ex-online-softmax", chapter=7)
 
-# Row 0 hides its first block; row 1's maximum moves from 1000 to 1001 in its last block.
+# Row 0 hides its first two keys; row 1's maximum, 1001, is its fifth key.
 SCORES = torch.tensor([[-INF, -INF, 1.0, 2.0, 0.5, -1.0], [1000.0, 999.0, 2.0, -5.0, 1001.0, 3.0]])
 VALUES = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [1.0, -1.0]])
 
 
-def _states(online_step: Callable[..., object]) -> tuple[torch.Tensor, ...]:
-    """m, ell and o after each block of two keys, from the empty state: (3, 2), (3, 2) and
-    (3, 2, 2)."""
-    state: tuple[torch.Tensor, ...] = (torch.full((2,), -INF), torch.zeros(2), torch.zeros(2, 2))
-    after = []
-    for start in range(0, 6, 2):
-        blocks = SCORES[:, start : start + 2].clone(), VALUES[start : start + 2].clone()
-        result = online_step(*(x.clone() for x in state), *blocks)
-        assert isinstance(result, tuple | list) and len(result) == 3, "expected (m, ell, o)"
-        shapes = ((2,), (2,), (2, 2))
-        state = tuple(answer_tensor(x, shape) for x, shape in zip(result, shapes, strict=True))
-        after.append(state)
-    return tuple(torch.stack(x) for x in zip(*after, strict=True))
+def _state(scores: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """m, ell and o of each row over these keys, from their definitions: (r,), (r,), (r, d)."""
+    m = scores.amax(dim=1)
+    p = torch.exp(scores - m.masked_fill(m == -INF, 0.0)[:, None])
+    return m, p.sum(dim=1), p @ values
+
+
+def _merged(
+    merge_states: Callable[..., object],
+    first: tuple[torch.Tensor, ...],
+    second: tuple[torch.Tensor, ...],
+) -> tuple[torch.Tensor, ...]:
+    """What the answer merges from two parts' states: (m, ell, o), checked for shape."""
+    r, d = first[2].shape
+    result = merge_states(*(x.clone() for x in (*first, *second)))
+    assert isinstance(result, tuple | list) and len(result) == 3, "expected (m, ell, o)"
+    shapes = ((r,), (r,), (r, d))
+    return tuple(answer_tensor(x, shape) for x, shape in zip(result, shapes, strict=True))
 
 
 @online_softmax.check(
-    hint="m is the largest score so far and ell the sum of e^(score - m) so far: rescale the "
-    "old sum by e^(m - m') when m grows, and subtract 0 while m is -inf."
+    hint="Measure both parts from the larger maximum m = max(m1, m2): rescale each part's "
+    "ell and o by e^(m_k - m) before adding them, and subtract 0 while m is -inf."
 )
-def m_and_ell_after_each_block(online_step: Callable[..., object]) -> None:
-    """m and ell after each block of two scores, for two rows, from the empty state"""
-    m, ell, _ = _states(online_step)
-    expected_m = torch.tensor([[-INF, 1000.0], [2.0, 1000.0], [2.0, 1001.0]])
-    expected_ell = torch.tensor([[0.0, 1.367879], [1.367879, 1.367879], [1.640797, 1.503215]])
-    assert torch.equal(m, expected_m), f"m is {m.tolist()}"
-    assert not ell.isnan().any(), "ell is NaN: while m' is -inf, e^(m - m') is e^(-inf + inf)"
-    assert torch.allclose(ell, expected_ell, atol=1e-5), f"ell is {ell.tolist()}"
+def the_two_rows_split_after_each_key(merge_states: Callable[..., object]) -> None:
+    """the page's two rows split after key 1, 2, ..., 5: the state over all six keys"""
+    whole = _state(SCORES, VALUES)
+    for split in range(1, 6):
+        first = _state(SCORES[:, :split], VALUES[:split])
+        second = _state(SCORES[:, split:], VALUES[split:])
+        m, ell, o = _merged(merge_states, first, second)
+        where = f"split after key {split}"
+        assert not ell.isnan().any() and not o.isnan().any(), f"{where}: NaN"
+        assert torch.equal(m, whole[0]), f"{where}: m is {m.tolist()}"
+        assert torch.allclose(ell, whole[1], atol=1e-5), f"{where}: ell is {ell.tolist()}"
+        assert torch.allclose(o, whole[2], atol=1e-5), f"{where}: o is {o.tolist()}"
 
 
 @online_softmax.check(
-    hint="o is rescaled with ell and gains e^(score - m) times each value: after the last "
-    "block o / ell is softmax(scores) @ values."
+    hint="A row whose two parts both saw only hidden keys keeps m = -inf, ell = 0 and o = 0; "
+    "while m is -inf, subtract 0 instead of m."
 )
-def o_ends_as_the_attention_output(online_step: Callable[..., object]) -> None:
-    """o is 0 after a hidden block, and o / ell is softmax(scores) @ values at the end"""
-    _, ell, o = _states(online_step)
-    assert torch.equal(o[0, 0], torch.zeros(2)), f"o of the hidden block is {o[0, 0].tolist()}"
-    expected = torch.softmax(SCORES, dim=-1) @ VALUES  # (2, 2)
-    final = o[-1] / ell[-1][:, None]
-    assert torch.allclose(final, expected, atol=1e-5), f"o / ell is {final.tolist()}"
+def two_hidden_parts(merge_states: Callable[..., object]) -> None:
+    """row 0's two hidden keys, one per part: m = -inf, ell = 0, o = 0"""
+    first = _state(SCORES[:1, :1], VALUES[:1])
+    second = _state(SCORES[:1, 1:2], VALUES[1:2])
+    m, ell, o = _merged(merge_states, first, second)
+    assert m.tolist() == [-INF], f"m is {m.tolist()}"
+    assert not ell.isnan().any() and not o.isnan().any(), (
+        "NaN: while m is -inf, e^(m1 - m) is e^(-inf + inf)"
+    )
+    assert ell.tolist() == [0.0] and o.tolist() == [[0.0, 0.0]], (
+        f"ell is {ell.tolist()} and o {o.tolist()}, expected 0 (no key seen)"
+    )
 
 
 group_heads = Exercise("ch7-ex-group-heads", chapter=7)
