@@ -717,9 +717,7 @@ class PositionsThatCanChange(GradedExercise):
             return unchanged(results[0].arguments[0], tokens, "tokens")
 
         shown = f"tokens {tokens.tolist()}, order {order.tolist()}, window = {window}"
-        step = Step(
-            "positions_that_can_change", args=(tokens, order, window), arguments_after=True
-        )
+        step = Step("positions_that_can_change", args=(tokens, order, window), arguments_after=True)
         return Case(check, Call((step,), shown), judge)
 
 
