@@ -132,7 +132,8 @@ class Block(nn.Module):
     ) -> None:
         super().__init__()
         check_module("attention", attention)
-        mlp, layer_norm = check_bool("mlp", mlp), check_bool("layer_norm", layer_norm)
+        mlp = check_bool("mlp", mlp)
+        layer_norm = check_bool("layer_norm", layer_norm)
         d = attention.d_out
         self.attention_norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
         self.attention = attention
@@ -214,17 +215,8 @@ class TinyCausalModel(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        config = ModelConfig(
-            vocab_size,
-            d_model,
-            context_length,
-            num_layers,
-            num_heads,
-            positions,
-            mlp,
-            layer_norm,
-            dropout,
-        )  # checks every argument
+        sizes = (vocab_size, d_model, context_length, num_layers, num_heads)
+        config = ModelConfig(*sizes, positions, mlp, layer_norm, dropout)
         self.config = config
         self.vocab_size, self.d_model = vocab_size, d_model
         self.context_length = context_length
