@@ -189,6 +189,18 @@ MEASURES: dict[str, dict[str, str]] = {
         "rotary shift, score difference": "rotary_shift",
         "gradients vs SDPA": "max(gradient_diff.values())",
         "GQA with h_kv = h vs MultiHeadAttention": "float(difference)",
+        "chapter 6's rotary model, same tokens with and without the cache": (
+            "torch.equal(uncached, cached)"
+        ),
+        "chapter 6's rotary model, smallest gap of the two best logits": (
+            "(lambda top2: (top2[..., 0] - top2[..., 1]).min().item())"
+            "(uncached_logits.topk(2, dim=-1).values)"
+        ),
+        "chapter 6's rotary model, logits with vs without the cache": "logit_gap",
+        "chapter 6's rotary model, each new token four places back": (
+            "torch.equal(cached[:, 8:], cached[:, 4:-4])"
+        ),
+        "rotary GQA model, cached steps vs one pass": "llama_gap",
         "explicit peak, (1, h, t, t) matrices, 1 and 4 layers": "[peaks[1], peaks[4]]",
         # Facts of one run, which the page says are of this run.
         "decoding time vs h_kv = 32, h_kv = 8 and 1": (

@@ -45,6 +45,7 @@ from .kv_cache import KVCache
 from .layout import Layout, describe_layout, merge_heads, shares_storage, split_heads
 from .memory import measure_peak_memory
 from .multihead import (
+    AttentionConfig,
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
     WideMultiHeadAttention,
@@ -70,7 +71,14 @@ from .tasks import induction_task, k_back_task
 from .tiled import TiledAttention, tiled_attention
 from .toy import TOY_TOKENS, toy_sentence
 from .trainable import SelfAttentionV1, SelfAttentionV2
-from .training import Block, TinyCausalModel, TrainingHistory, evaluate, train
+from .training import (
+    Block,
+    ModelConfig,
+    TinyCausalModel,
+    TrainingHistory,
+    evaluate,
+    train,
+)
 from .word_vectors import (
     CorruptDownloadError,
     GloVe,
@@ -106,6 +114,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "TOY_TOKENS",
+    "AttentionConfig",
     "Block",
     "CachedAttention",
     "CachedCausalModel",
@@ -118,6 +127,7 @@ __all__ = [
     "KVCache",
     "Layout",
     "LearnedPositions",
+    "ModelConfig",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "RotaryEmbedding",

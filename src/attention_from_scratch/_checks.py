@@ -24,6 +24,13 @@ def check_positive_int(name: str, value: object) -> int:
     return value
 
 
+def check_module(name: str, value: object) -> nn.Module:
+    """Return ``value`` if it is a ``torch.nn.Module`` (a layer or a model)."""
+    if not isinstance(value, nn.Module):
+        raise TypeError(f"{name}: expected a torch.nn.Module, got {type(value).__name__}")
+    return value
+
+
 def check_seed(seed: object) -> int:
     """Return ``seed`` if it is an ``int`` (any sign, as ``torch.Generator.manual_seed``
     accepts)."""
@@ -62,6 +69,20 @@ def check_divisible(d_out: int, num_heads: int) -> int:
             f"the same size, got d_out={d_out} (remainder {d_out % num_heads})"
         )
     return d_out // num_heads
+
+
+def check_num_kv_heads(num_kv_heads: object, num_heads: object) -> int:
+    """Return ``num_kv_heads`` if it is a positive int that divides ``num_heads``, itself a
+    positive int, so that every key/value head serves the same number of query heads
+    (chapter 7's grouped-query attention)."""
+    num_heads = check_positive_int("num_heads", num_heads)
+    num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_kv_heads: expected a divisor of num_heads={num_heads}, so that every "
+            f"key/value head serves the same number of query heads, got {num_kv_heads}"
+        )
+    return num_kv_heads
 
 
 def check_tensor(
@@ -143,11 +164,11 @@ def check_float_tensor(name: str, x: object) -> torch.Tensor:
 
 
 def check_input(
-    x: object, d_in: int, max_tokens: int, like: nn.Module | torch.Tensor
+    x: object, d_in: int, max_tokens: int | None = None, *, like: nn.Module | torch.Tensor
 ) -> torch.Tensor:
     """Return the input ``x`` of an attention layer if it is a ``(b, t, d_in)`` tensor with
-    ``1 <= t <= max_tokens``, on the device and of the dtype of ``like`` (the layer, or one of
-    its weights)."""
+    ``1 <= t <= max_tokens`` (any ``t >= 1`` for ``None``), on the device and of the dtype of
+    ``like`` (the layer, or one of its weights)."""
     return check_tensor(
         "x",
         x,

@@ -71,18 +71,17 @@ class CachedCausalModel(TinyCausalModel):
         self.num_kv_heads = num_kv_heads
         super().__init__(vocab_size, d_model, context_length, **options)
 
-    def attention_layer(
-        self, context_length: int, dropout: float, num_heads: int
-    ) -> MultiHeadAttention:
+    def attention_layer(self) -> MultiHeadAttention:
         """Chapter 7's layer of one block: grouped heads and a KV cache, and
         rotary positions where the model has them."""
-        d = self.d_model
-        h_kv = num_heads if self.num_kv_heads is None else self.num_kv_heads
-        if self.positions_kind == "rotary":
+        c = self.config  # chapter 6's ModelConfig, checked
+        h_kv = c.num_heads if self.num_kv_heads is None else self.num_kv_heads
+        if c.positions == "rotary":
             layer: type[GroupedQueryAttention] = RotaryGroupedQueryAttention
         else:
             layer = GroupedQueryAttention
-        return layer(d, d, context_length, dropout, num_heads, h_kv)
+        d = c.d_model
+        return layer(d, d, c.context_length, c.dropout, c.num_heads, h_kv)
 
     def forward(
         self,

@@ -8,7 +8,7 @@ size of one head.
 
 from __future__ import annotations
 
-from ._checks import check_positive_int
+from ._checks import check_num_kv_heads
 from .cached import CachedAttention
 from .positions import RotaryMultiHeadAttention
 
@@ -74,17 +74,10 @@ class GroupedQueryAttention(CachedAttention):
         *,
         fused: bool = False,
     ) -> None:
-        num_heads = check_positive_int("num_heads", num_heads)
-        num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"num_kv_heads: expected a divisor of num_heads={num_heads}, "
-                f"so that every key/value head serves the same number of "
-                f"query heads, got {num_kv_heads}"
-            )
         # Chapter 4's __init__ sizes W_key and W_value by key_value_size(),
-        # which reads it: set first (a plain int may precede Module.__init__).
-        self.num_kv_heads = num_kv_heads
+        # which reads it: checked and set first (a plain int may precede
+        # Module.__init__); chapter 4's AttentionConfig checks the rest.
+        self.num_kv_heads = check_num_kv_heads(num_kv_heads, num_heads)
         super().__init__(
             d_in,
             d_out,

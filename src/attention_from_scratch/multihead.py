@@ -6,6 +6,8 @@ Dimension names used here: ``b`` batch, ``t`` tokens, ``h`` heads, ``d_in`` inpu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -241,6 +243,59 @@ def _grouped(
     return groups, keys.unsqueeze(-3), values.unsqueeze(-3), mask  # (..., h_kv, 1, s, d_h)
 
 
+@dataclass(frozen=True)
+class AttentionConfig:
+    """The arguments of :class:`MultiHeadAttention`, checked once, when the layer is built.
+
+    A frozen dataclass, as nanoGPT's ``GPTConfig`` carries a model's settings: the layer's
+    constructor builds one from its arguments, and :meth:`__post_init__` checks them all, so
+    that the layer's own code builds layers and holds no checks. Each error names the
+    argument and reads "expected X, got Y". The values kept are the checked ones (a dropout
+    of ``0`` becomes ``0.0``, NumPy's ``bool_`` a ``bool``). Chapters 6 and 7's layers pass
+    their arguments on to chapter 4's constructor, so the same config checks theirs.
+
+    Args:
+        d_in: size of each input embedding, a positive int.
+        d_out: size of each output vector, a positive multiple of ``num_heads``.
+        context_length: the largest number of tokens accepted, a positive int.
+        dropout: dropout probability on the attention weights, in [0, 1).
+        num_heads: the number of heads ``h``, a positive int.
+        qkv_bias: add a learnable bias to the query, key and value projections.
+        fused: start on the fused kernel path (the layer's ``fused`` attribute may be
+            switched later).
+
+    Introduced in chapter 4.
+    """
+
+    d_in: int
+    d_out: int
+    context_length: int
+    dropout: float = 0.0
+    num_heads: int = 1
+    qkv_bias: bool = False
+    fused: bool = False
+
+    def __post_init__(self) -> None:
+        check_positive_int("d_in", self.d_in)
+        check_positive_int("d_out", self.d_out)
+        check_positive_int("num_heads", self.num_heads)
+        check_divisible(self.d_out, self.num_heads)
+        # Frozen: the checked values are stored through object.__setattr__.
+        checked = {
+            "fused": check_bool("fused", self.fused),
+            "qkv_bias": check_bool("qkv_bias", self.qkv_bias),
+            "dropout": check_dropout(self.dropout),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        check_positive_int("context_length", self.context_length)
+
+    @property
+    def head_dim(self) -> int:
+        """The size of one head, ``d_h = d_out // num_heads``."""
+        return self.d_out // self.num_heads
+
+
 class MultiHeadAttention(nn.Module):
     """Causal multi-head attention computed for all heads at once.
 
@@ -250,6 +305,8 @@ class MultiHeadAttention(nn.Module):
     mixed by ``out_proj``. Layers are created in the order ``W_query``,
     ``W_key``, ``W_value``, ``out_proj``.
 
+    The constructor's arguments are checked once, by the
+    :class:`AttentionConfig` it builds from them (kept as ``config``).
     ``forward`` checks its input once, then runs two steps that a subclass
     may replace: :meth:`project` (the three projections, split into heads)
     and :meth:`attend` (:func:`head_attention` with the causal mask and this
@@ -298,20 +355,19 @@ class MultiHeadAttention(nn.Module):
         fused: bool = False,
     ) -> None:
         super().__init__()
-        self.d_in = check_positive_int("d_in", d_in)
-        self.d_out = check_positive_int("d_out", d_out)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.head_dim = check_divisible(d_out, num_heads)  # d_h
-        self.fused = check_bool("fused", fused)
-        check_bool("qkv_bias", qkv_bias)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        config = AttentionConfig(
+            d_in, d_out, context_length, dropout, num_heads, qkv_bias, fused
+        )  # checks every argument
+        self.config = config
+        self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
+        self.head_dim = config.head_dim  # d_h
+        self.fused = config.fused  # may be switched later: forward checks it
+        self.W_query = nn.Linear(d_in, d_out, bias=config.qkv_bias)
         d_kv = self.key_value_size()  # d_out; less where heads share (ch. 7)
-        self.W_key = nn.Linear(d_in, d_kv, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_kv, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_kv, bias=config.qkv_bias)
+        self.W_value = nn.Linear(d_in, d_kv, bias=config.qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(check_dropout(dropout))
-        context_length = check_positive_int("context_length", context_length)
-        self._context_length = context_length
+        self.dropout = nn.Dropout(config.dropout)
 
     def key_value_size(self) -> int:
         """The size of the keys and values of all heads: ``d_out``, one
@@ -323,7 +379,7 @@ class MultiHeadAttention(nn.Module):
     def context_length(self) -> int:
         """The most tokens a sequence may have; read-only, since subclasses
         build buffers for it (chapter 7's causal mask)."""
-        return self._context_length
+        return self.config.context_length
 
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
@@ -422,14 +478,7 @@ class WideMultiHeadAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, return_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        x = check_tensor(
-            "x",
-            x,
-            ranks=(3,),
-            shape_names=("(b, t, d_in)",),
-            last_dim=self.d_in,
-            like=self,
-        )
+        x = check_input(x, self.d_in, like=self)  # any number of tokens
         return_weights = check_bool("return_weights", return_weights)
         b, t, d = x.shape
         h = self.num_heads

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from ._checks import (
     check_bool,
     check_dropout,
+    check_module,
     check_positive_float,
     check_positive_int,
     check_seed,
@@ -44,6 +45,59 @@ def _check_inputs_and_targets(inputs: object, targets: object) -> tuple[torch.Te
             f"got {tuple(targets.shape)}"
         )
     return inputs, targets
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The arguments of :class:`TinyCausalModel`, checked once, when the model is built.
+
+    A frozen dataclass, as nanoGPT's ``GPTConfig`` carries a model's settings: the model's
+    constructor builds one from its arguments, and :meth:`__post_init__` checks them all, so
+    that the model's own code builds layers and holds no checks. Each error names the
+    argument and reads "expected X, got Y"; the values kept are the checked ones (a dropout
+    of ``0`` becomes ``0.0``, NumPy's ``bool_`` a ``bool``). That ``d_model`` is a multiple
+    of ``num_heads`` is left to each attention layer's
+    :class:`~attention_from_scratch.AttentionConfig`, whose error names ``d_out``.
+
+    Args:
+        vocab_size: the number of token ids, a positive int.
+        d_model: the model size ``d``, a positive int.
+        context_length: the longest sequence accepted, a positive int.
+        num_layers: the number of blocks, a positive int.
+        num_heads: heads per attention layer, a positive int.
+        positions: one of :data:`POSITION_KINDS`: ``"none"``, ``"learned"``,
+            ``"sinusoidal"`` or ``"rotary"``.
+        mlp: add a two-layer perceptron to every block.
+        layer_norm: use pre-norm LayerNorms.
+        dropout: dropout on the attention weights during training, in [0, 1).
+
+    Introduced in chapter 6.
+    """
+
+    vocab_size: int
+    d_model: int
+    context_length: int
+    num_layers: int = 1
+    num_heads: int = 1
+    positions: str = "learned"
+    mlp: bool = False
+    layer_norm: bool = False
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "context_length", "num_layers", "num_heads"):
+            check_positive_int(name, getattr(self, name))
+        # Frozen: the checked values are stored through object.__setattr__.
+        checked = {
+            "mlp": check_bool("mlp", self.mlp),
+            "layer_norm": check_bool("layer_norm", self.layer_norm),
+            "dropout": check_dropout(self.dropout),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        if self.positions not in POSITION_KINDS:
+            expected = f"expected one of {POSITION_KINDS}"
+            raise ValueError(f"positions: {expected}, got {self.positions!r}")
 
 
 class Block(nn.Module):
@@ -77,10 +131,7 @@ class Block(nn.Module):
         layer_norm: bool = False,
     ) -> None:
         super().__init__()
-        if not isinstance(attention, nn.Module):
-            got = type(attention).__name__
-            expected = "expected a torch.nn.Module"
-            raise TypeError(f"attention: {expected}, got {got}")
+        check_module("attention", attention)
         mlp = check_bool("mlp", mlp)
         layer_norm = check_bool("layer_norm", layer_norm)
         d = attention.d_out
@@ -141,10 +192,11 @@ class TinyCausalModel(nn.Module):
           ``return_weights=True`` also a list with the ``(b, h, t, t)`` attention weights of
           every layer.
 
-    A later chapter extends the model by subclassing: :meth:`attention_layer` builds the
-    attention layer of each block, and :meth:`embed` is the first step of ``forward``
-    (chapter 7's ``CachedCausalModel`` replaces the one with cached layers and passes a KV
-    cache to each block's attention after the other).
+    The constructor's arguments are checked once, by the :class:`ModelConfig` it builds from
+    them (kept as ``config``). A later chapter extends the model by subclassing:
+    :meth:`attention_layer` builds the attention layer of each block, and :meth:`embed` is
+    the first step of ``forward`` (chapter 7's ``CachedCausalModel`` replaces the one with
+    cached layers and passes a KV cache to each block's attention after the other).
 
     Introduced in chapter 6.
     """
@@ -163,18 +215,11 @@ class TinyCausalModel(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.vocab_size = check_positive_int("vocab_size", vocab_size)
-        self.d_model = check_positive_int("d_model", d_model)
-        context_length = check_positive_int("context_length", context_length)
+        sizes = (vocab_size, d_model, context_length, num_layers, num_heads)
+        config = ModelConfig(*sizes, positions, mlp, layer_norm, dropout)
+        self.config = config
+        self.vocab_size, self.d_model = vocab_size, d_model
         self.context_length = context_length
-        check_positive_int("num_layers", num_layers)
-        check_positive_int("num_heads", num_heads)
-        mlp = check_bool("mlp", mlp)
-        layer_norm = check_bool("layer_norm", layer_norm)
-        dropout = check_dropout(dropout)
-        if positions not in POSITION_KINDS:
-            expected = f"expected one of {POSITION_KINDS}"
-            raise ValueError(f"positions: {expected}, got {positions!r}")
         self.positions_kind = positions
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positions: nn.Module | None = None
@@ -184,30 +229,26 @@ class TinyCausalModel(nn.Module):
             self.positions = SinusoidalPositions(context_length, d_model)
         # Every attention layer first, then the blocks and their perceptrons:
         # the random initial weights are drawn in this order.
-        attentions = [
-            self.attention_layer(context_length, dropout, num_heads)
-            for _ in range(num_layers)  # one per block
-        ]
+        attentions = [self.attention_layer() for _ in range(num_layers)]
         self.blocks = nn.ModuleList(
-            Block(attention, mlp=mlp, layer_norm=layer_norm)
+            Block(attention, mlp=config.mlp, layer_norm=config.layer_norm)
             for attention in attentions  # in order
         )
         self.final_norm: nn.Module = nn.Identity()
-        if layer_norm:
+        if config.layer_norm:
             self.final_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
 
-    def attention_layer(
-        self, context_length: int, dropout: float, num_heads: int
-    ) -> MultiHeadAttention:
+    def attention_layer(self) -> MultiHeadAttention:
         """The attention layer of one block, of size ``d_model`` in and out:
         chapter 4's, or with rotary positions chapter 6's rotary layer."""
-        d = self.d_model
-        if self.positions_kind == "rotary":
+        c = self.config
+        if c.positions == "rotary":
             layer: type[MultiHeadAttention] = RotaryMultiHeadAttention
         else:
             layer = MultiHeadAttention
-        return layer(d, d, context_length, dropout, num_heads)
+        d = c.d_model
+        return layer(d, d, c.context_length, c.dropout, c.num_heads)
 
     def forward(
         self, tokens: torch.Tensor, return_weights: bool = False
@@ -332,9 +373,7 @@ def train(
 
     Introduced in chapter 6.
     """
-    if not isinstance(model, nn.Module):
-        got = type(model).__name__
-        raise TypeError(f"model: expected a torch.nn.Module, got {got}")
+    check_module("model", model)
     inputs, targets = _check_inputs_and_targets(inputs, targets)
     steps = check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
