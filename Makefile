@@ -49,14 +49,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The HTML checks mostly wait on Chromium: JOBS test files run side by side (pytest-xdist;
-# JOBS=1 runs one at a time). The slow tests run one at a time: the grader already runs two
-# kernels at once.
+# The unit tests and the HTML checks (which mostly wait on Chromium) run JOBS test files side
+# by side (pytest-xdist; JOBS=1 runs one at a time). The slow tests run one at a time: the
+# grader already runs two kernels at once.
 JOBS ?= 2
 PARALLEL := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -m "not book and not slow"
+	$(BIN)/python -m pytest -m "not book and not slow" $(PARALLEL)
 
 # Every chapter runs once graded as a submission, alone in a folder of its own, which also
 # fails on any cell that raises (what nbmake checks); one also runs in a fresh environment

@@ -185,7 +185,7 @@ def test_make_book_checks_python_then_installs_then_builds(tmp_path: Path) -> No
 TEST_STEPS = {
     "prerequisites": ["python3 tools/prerequisites.py test"],
     "lint": ["ruff check .", "ruff format --check .", "mypy"],
-    "unit": ['python -m pytest -m "not book and not slow"'],
+    "unit": ['python -m pytest -m "not book and not slow" -n 2 --dist loadfile'],
     "notebooks": ["python -m pytest -m slow"],
     "book-fresh": ["rm -rf _build", "make book"],  # then what `make book` runs
     "html-checks": ["python -m pytest -m book -n 2 --dist loadfile"],
