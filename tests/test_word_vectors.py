@@ -304,7 +304,11 @@ def test_a_damaged_row_is_an_error_naming_the_file_and_line(
         ("empty.txt", b"", "at least one word vector"),
         ("blank.txt", b"\n\n", "at least one word vector"),
         ("header.txt", b"0 3\n", "at least one word vector"),
-        ("cut.txt.gz", gzip.compress(GLOVE_TEXT.encode(), mtime=0)[:-12], "not a complete gzip file"),
+        (
+            "cut.txt.gz",
+            gzip.compress(GLOVE_TEXT.encode(), mtime=0)[:-12],
+            "not a complete gzip file",
+        ),
     ],
 )
 def test_a_file_that_is_not_whole_is_an_error_naming_it(
