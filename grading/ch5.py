@@ -364,8 +364,9 @@ class WindowsLayout(GradedExercise):
             "the layout of dilated windows: shape, strides and offset",
             "Element w of the window dimension and element j inside a window is element "
             "start + w * step + j * dilation of dimension dim: put that in "
-            "offset + sum(index * stride) and read off the offset and the two strides; count "
-            "the windows that fit.",
+            "offset + sum(index * stride) and read off the offset and the two strides. Count "
+            "the windows that fit with integer division (//): the dimension may hold more "
+            "elements than a loop could count or a float could hold exactly.",
         ),
         Check(
             "edges",
@@ -378,13 +379,16 @@ class WindowsLayout(GradedExercise):
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
+        # Each check holds a dimension too long for a tensor: the layout is linear in the
+        # strides and the offset, so torch asked with unit strides would still give them, but
+        # the count of windows, a floor division of that length, is not.
         cases = []
         for i in range(5):
             start = small(rng, 0, 4)
             size = small(rng, 2, 4)
             dilation = 1 if i == 0 else small(rng, 2, 4)
             span = (size - 1) * dilation + 1
-            n = start + span + small(rng, 0, 8)
+            n = start + span + (huge(rng) if i >= 3 else small(rng, 0, 8))
             step = small(rng, 1, 4)
             cases.append(self.case("windows", rng, n, start, size, step, dilation, big=i % 2 == 1))
         # exactly one window fits
@@ -396,11 +400,12 @@ class WindowsLayout(GradedExercise):
         n = small(rng, 3, 9)
         start = small(rng, 0, n - 2)
         cases.append(self.case("edges", rng, n, start, 1, 1, small(rng, 2, 4), big=False))
-        # steps longer than a window, and a last start whose window would run past the end
+        # steps longer than a window, in a dimension too long for a tensor, and a last start
+        # inside it whose window would run past the end
         size, dilation = small(rng, 2, 3), small(rng, 2, 3)
         span = (size - 1) * dilation + 1
-        step = span + small(rng, 1, 3)
-        n = start + span + step * small(rng, 1, 3) + small(rng, 1, step - 1)
+        step = huge(rng)
+        n = start + span + step * small(rng, 1, 3) + step - small(rng, 1, span - 1)
         cases.append(self.case("edges", rng, n, start, size, step, dilation, big=True))
         return cases
 
