@@ -207,9 +207,10 @@ class ReceivedFromOthers(GradedExercise):
 
 
 class ScaleToWin(GradedExercise):
-    """The student gets the score matrix, not the embeddings: a search that scales token i
-    and recomputes its row needs the embeddings, so the answer needs what scaling does to
-    the scores (c squared on the diagonal, c on the rest of row i)."""
+    """The student gets row i of the scores alone, not the embeddings nor the whole score
+    matrix (from which embeddings can be rebuilt as a Gram matrix's factor): a search that
+    scales token i and recomputes its row needs to know what scaling does to each score (c
+    squared for its own, c for the others)."""
 
     label = "ch1-ex-self"
     manual_points = 2
@@ -225,8 +226,8 @@ class ScaleToWin(GradedExercise):
             2,
             "the smallest scale at which a token attends most to itself",
             "Scaling token i by c multiplies its score with itself by c squared and its score "
-            "with any other token by c: compare the two for the strongest rival, in row i of "
-            "the scores.",
+            "with any other token by c: compare the two for the strongest rival in its row of "
+            "scores.",
         ),
         Check(
             "already",
@@ -241,20 +242,20 @@ class ScaleToWin(GradedExercise):
         while min(len(kept) for kept in found.values()) < 3:
             t, d_in = int(rng.integers(3, 9)), int(rng.integers(2, 6))
             x = embeddings(rng, t, d_in)
-            scores = (x @ x.T).astype(np.float32)  # (t, t): all the student gets
-            wide = scores.astype(np.float64)
             i = int(rng.integers(t))
-            rivals = np.delete(wide[i], i) / wide[i, i]
+            row = (x @ x[i]).astype(np.float32)  # (t,): all the student gets
+            wide = row.astype(np.float64)
+            rivals = np.delete(wide, i) / wide[i]
             factor = max(1.0, float(rivals.max()))
             if 1.0 < factor < 1.0 + 1e-3:
                 continue  # too close to call in float32
             check = "factor" if factor > 1.0 else "already"
             if len(found[check]) < 3:
-                found[check].append(self.case(check, scores, i, factor))
+                found[check].append(self.case(check, row, i, factor))
         return found["factor"] + found["already"]
 
     @staticmethod
-    def case(check: str, scores: np.ndarray, i: int, factor: float) -> Case:
+    def case(check: str, row: np.ndarray, i: int, factor: float) -> Case:
         def judge(results: list) -> str | None:
             got = value_of(results)
             if isinstance(got, Raised):
@@ -266,8 +267,8 @@ class ScaleToWin(GradedExercise):
                 return f"expected another factor than {number:.5g}"
             return None
 
-        shown = f"scores of t = {scores.shape[0]} tokens, i = {i}"
-        return Case(check, call("scale_to_win", scores, i, shown=shown), judge)
+        shown = f"row i of the scores of t = {row.shape[0]} tokens, i = {i}"
+        return Case(check, call("scale_to_win", row, i, shown=shown), judge)
 
 
 class Shift(GradedExercise):

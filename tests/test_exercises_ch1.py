@@ -49,8 +49,8 @@ def received_from_others(inputs):
     hidden = torch.eye(t, dtype=torch.bool)
     return softmax(scores.masked_fill(hidden, -math.inf)).sum(dim=0)
 
-def scale_to_win(scores, i):
-    row = scores[i].tolist()
+def scale_to_win(row, i):
+    row = row.tolist()
     best = max(value for j, value in enumerate(row) if j != i)
     return max(1.0, best / row[i])
 """
@@ -73,6 +73,28 @@ def test_the_self_check_passes_a_correct_answer(label: str) -> None:
     assert result.passed, [(c.name, c.reason) for c in result.checks]
 
 
+_REBUILT = """
+import torch
+def scale_to_win(scores, i):
+    S = scores.double()
+    lam, V = torch.linalg.eigh(S)
+    X = V * lam.clamp(min=0).sqrt()
+    def wins(c):
+        Y = X.clone(); Y[i] *= c
+        w = torch.softmax(Y @ Y.T, dim=-1)[i]
+        return bool(w[i] >= w.max())
+    if wins(1.0):
+        return 1.0
+    hi = 2.0
+    while not wins(hi):
+        hi *= 2
+    lo = hi / 2 if hi > 2 else 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if wins(mid) else (mid, hi)
+    return hi
+"""
+
 LAZY = {
     # A number that makes every comparison false: NaN, and a temperature so small that the
     # scores overflow and the weights become NaN.
@@ -81,7 +103,7 @@ def temperature_for(scores, target):
     return 5e-324
 """,
     ("ch1-ex-self", "not a number"): """
-def scale_to_win(inputs, i):
+def scale_to_win(row, i):
     return float("nan")
 """,
     # The package's context vector, whatever k: the page's own answer for k = t.
@@ -119,11 +141,11 @@ def received_from_others(inputs):
     # Whether the token wins, not by how much.
     ("ch1-ex-self", "1 or the page's largest factor"): """
 import torch
-def scale_to_win(scores, i):
-    return 1.0 if int(scores[i].argmax()) == i else 1.71
+def scale_to_win(row, i):
+    return 1.0 if int(row.argmax()) == i else 1.71
 """,
     # A search with no algebra: scale token i by c, recompute its row, bisect on the c at
-    # which it wins. It needs the embeddings, and the function gets only their scores.
+    # which it wins. It needs the embeddings, and the function gets only one row of scores.
     ("ch1-ex-self", "a search that rescales the embeddings"): """
 def scale_to_win(inputs, i):
     x0 = inputs.detach().double().cpu()
@@ -145,6 +167,13 @@ def scale_to_win(inputs, i):
             lo = mid
     return hi
 """,
+    # Embeddings rebuilt from the whole score matrix (a Gram matrix: eigh), then a search
+    # with softmax as a black box: no algebra, and the function gets one row, not the matrix.
+    ("ch1-ex-self", "embeddings rebuilt from the scores"): _REBUILT,
+    # The same, with the one row repeated into a (t, t) matrix.
+    ("ch1-ex-self", "embeddings rebuilt from the row repeated"): _REBUILT.replace(
+        "S = scores.double()", "S = scores.double().expand(len(scores), -1)"
+    ),
 }
 
 

@@ -127,9 +127,9 @@ self_attention = Exercise("ch1-ex-self", chapter=1)
 def the_scale_at_which_one_and_with_win(scale_to_win: Callable[..., object]) -> None:
     """the smallest scale at which "one" (i = 4) and "with" (i = 3) attend most to themselves"""
     inputs = _toy()
-    scores = inputs @ inputs.T  # (t, t): the function gets the scores, not the embeddings
     for i, expected in ((4, 1.0751), (3, 1.7083)):
-        got = _number(scale_to_win(scores, i))
+        row = inputs @ inputs[i]  # (t,): token i's scores, not the embeddings
+        got = _number(scale_to_win(row, i))
         assert abs(got - expected) < 1e-3, f"i = {i}: got {got:.4f}"
 
 
@@ -137,5 +137,5 @@ def the_scale_at_which_one_and_with_win(scale_to_win: Callable[..., object]) -> 
 def journey_needs_no_scaling(scale_to_win: Callable[..., object]) -> None:
     """the answer for "journey" (i = 1), which already attends most to itself, is 1"""
     inputs = _toy()
-    got = _number(scale_to_win(inputs @ inputs.T, 1))
+    got = _number(scale_to_win(inputs @ inputs[1], 1))  # (t,) scores of "journey"
     assert abs(got - 1.0) < 1e-6, f"got {got}"
