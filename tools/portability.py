@@ -88,6 +88,7 @@ CONDITIONS = {
         Condition("as-written"),
         Condition("threads=2", threads=2),
         Condition("threads=4", threads=4),
+        Condition("threads=1,onednn=off", threads=1, onednn=False),
         Condition("cpu=default", cpu_capability="default"),
         Condition("cpu=avx2", cpu_capability="avx2"),
         Condition("onednn=off", onednn=False),
