@@ -370,7 +370,10 @@ class AccuracyByPosition(GradedExercise):
         "better than chance but far worse than on seen positions (its inputs there are new), "
         "and that the rotary model keeps much of its accuracy on long sequences and all of it "
         "on the short ones moved to positions 32 to 63 (it sees only distances, and three "
-        "back looks the same everywhere), with a reason for each."
+        "back looks the same everywhere), with a reason for each; and says why the rotary "
+        "model's blocks, which rotate from position 0 whatever the offset, give the accuracy "
+        "that rotations shifted by the offset would (a common shift changes no distance, "
+        "hence no score)."
     )
     checks = (
         Check(
