@@ -405,8 +405,9 @@ class DropoutRate(GradedExercise):
             1,
             "a rate per row, rates of 0 and 1, and the dtype of x",
             "Let p broadcast against x, so each entry is scaled by its own 1 / (1 - p). With "
-            "a rate of 1 every entry is dropped: 0 * inf is nan, so choose the survivors "
-            "(torch.where) instead of multiplying by a mask. Keep the dtype of x.",
+            "a rate of 1 every entry is dropped: 0 * inf is nan, so choose each entry's "
+            "scale, 0 or 1 / (1 - p), with torch.where instead of multiplying by a mask. Keep "
+            "the dtype of x.",
         ),
     )
 
@@ -478,8 +479,9 @@ def with_leak(hide: np.ndarray, t: int, rng: np.random.Generator) -> np.ndarray:
 
 
 # How much the "tiny" layer's one leak moves its output row when the future token gets +1:
-# as little as the smallest dependence the "small" layer asks to see.
-TINY = 1e-4
+# less than any absolute tolerance an answer might pick (1e-7 and up), yet large next to the
+# row itself (its values shrink with it; 2 % of it or more), so an exact comparison finds it.
+TINY = 3e-8
 
 
 def edit_change(
@@ -517,7 +519,8 @@ class CausalityTest(GradedExercise):
             "the (t, t) dependence of each output row on each token, measured",
             "Edit one token at a time in a copy of x, run the module on the original and on "
             "the copy, and mark the output rows that differ in any sequence of the batch. A "
-            "leak can be tiny: compare with a tight tolerance. Trust no mask attribute, and "
+            "leak can be tiny: compare exactly (a row that cannot see the token comes out "
+            "bitwise the same). Trust no mask attribute, and "
             "no gradient: a module may detach its input, and still depend on it.",
         ),
         Check(

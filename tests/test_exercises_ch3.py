@@ -235,11 +235,14 @@ def test_each_lazy_answer_fails_the_check_meant_for_it() -> None:
     assert failed_checks("ch3-ex-dropout-rate", "drops at p") == {"drops", "rates"}
     assert failed_checks("ch3-ex-causality-test", "reads the mask") == {"dependence", "verdict"}
     assert failed_checks("ch3-ex-causality-test", "gradients") == {"dependence", "verdict"}
-    # A tolerance of 1e-3, as a lazy answer chose: only the verdict's tiny leak is below it.
-    loose = LAZY[("ch3-ex-causality-test", "a loose tolerance")].replace("0.05", "1e-3")
-    for seed in range(3):
-        score = grade("ch3-ex-causality-test", loose, seed=seed)
-        assert "verdict" in {check.name for check in score.checks if not check.passed}
+    # Tolerances of 1e-3 and 1e-5, as lazy answers chose: the verdict's tiny leak is below
+    # both.
+    for tolerance in ("1e-3", "1e-5"):
+        answer = LAZY[("ch3-ex-causality-test", "a loose tolerance")]
+        loose = answer.replace("0.05", tolerance)
+        for seed in range(3):
+            score = grade("ch3-ex-causality-test", loose, seed=seed)
+            assert "verdict" in {check.name for check in score.checks if not check.passed}
 
 
 def test_the_self_check_fails_a_wrong_answer_with_its_hint() -> None:

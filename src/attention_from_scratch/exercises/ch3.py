@@ -149,7 +149,7 @@ def four_entries_at_one_half(my_dropout: Callable[..., object]) -> None:
 
 @dropout_rate.check(
     hint="Let p broadcast against x, each entry scaled by its own 1 / (1 - p); a rate of "
-    "1 drops everything, and 0 * inf is nan: choose the survivors with torch.where."
+    "1 drops everything, and 0 * inf is nan: choose each entry's scale with torch.where."
 )
 def rates_of_0_one_half_and_1(my_dropout: Callable[..., object]) -> None:
     """a rate per row, 0, 0.5 and 1, on a (3, 4) tensor of ones"""
