@@ -43,8 +43,9 @@ def _weights(
 ) -> list[torch.Tensor]:
     """``[w_query, w_key]`` (and their biases), the same on every run."""
     generator = torch.Generator().manual_seed(6)
-    shapes = [(d_out, d_in)] * 2 + ([(d_out,)] * 2 if bias else [])
-    return [torch.randn(shape, generator=generator, dtype=dtype) for shape in shapes]
+    weights = [torch.randn(d_out, d_in, generator=generator, dtype=dtype) for _ in range(2)]
+    biases = [torch.randn(d_out, generator=generator, dtype=dtype) for _ in range(2 if bias else 0)]
+    return weights + biases
 
 
 def _scores(
