@@ -59,7 +59,7 @@ def _scores(
 ) -> torch.Tensor:
     """Every query with every key, ``(b, h, t, t)``, for query and key projections
     ``weights`` (and biases), each head's first ``r`` features turned in one convention."""
-    rope = RotaryEmbedding(r, interleaved=interleaved)
+    rotary = RotaryEmbedding(r, interleaved=interleaved)
     b, t, _ = x.shape
     turned = []
     for role in range(2):
@@ -67,8 +67,9 @@ def _scores(
         if len(weights) == 4:
             y = y + weights[2 + role]
         y = y.view(b, t, num_heads, -1).transpose(1, 2)  # (b, h, t, d_h)
-        turned.append(torch.cat([rope(y[..., :r], offset), y[..., r:]], dim=-1))
-    return turned[0] @ turned[1].transpose(-2, -1)  # (b, h, t, t)
+        turned.append(torch.cat([rotary(y[..., :r], offset), y[..., r:]], dim=-1))
+    queries, keys = turned
+    return queries @ keys.mT  # (b, h, t, t)
 
 
 def _converted(
