@@ -67,6 +67,9 @@ GOOD: dict[str, Callable[[], Figure]] = {
         torch.full((6,), 1 / 6), torch.tensor([1 / 3, 0, 1 / 3, 0, 0, 1 / 3]), TOKENS, p=0.5
     ),
     "head_split": lambda: figures.draw_head_split(2, 6, 4, 2),
+    "split_numbers": lambda: figures.draw_split_numbers(
+        inputs() @ torch.rand(3, 4) - 0.5, torch.rand(2, 6, 2) - 0.5, TOKENS
+    ),
     "wrapper_vs_batched": lambda: figures.draw_wrapper_vs_batched(3, 2, 2),
     "lines": lambda: figures.plot_attention_lines(torch.stack((weights(), weights())), TOKENS),
     "lines_eight_heads_32_tokens": lambda: figures.plot_attention_lines(
@@ -224,6 +227,28 @@ def test_head_split_keeps_each_feature_in_its_column() -> None:
     # Feature 3 appears once per token in each of the three pictures.
     assert texts.count("3") == 3 * 6
     assert "head 0" in texts and "head 1" in texts
+
+
+def test_split_numbers_prints_each_panel_and_frames_each_head() -> None:
+    projected = torch.tensor([[-0.25, 0.5, 1.0, -1.5]]).expand(6, 4)  # (t, d_out)
+    heads = torch.tensor([[[-0.25, 0.5]], [[1.0, -1.5]]]).expand(2, 6, 2)  # (h, t, d_h)
+    fig = figures.draw_split_numbers(projected, heads, TOKENS)
+    texts = all_texts(fig)
+    # Each number once per token on the left and once in its head's panel.
+    for number in ("-0.25", "0.50", "1.00", "-1.50"):
+        assert texts.count(number) == 2 * 6
+    assert "queries[0]\n(t, d_out) = (6, 4)" in texts
+    assert "head 0\n(6, 2)" in texts and "head 1\n(6, 2)" in texts
+    # Head m's two columns are framed in its colour, and its panel is edged in it.
+    frames = [patch for patch in fig.axes[0].patches if isinstance(patch, Rectangle)]
+    assert [to_hex(frame.get_edgecolor()) for frame in frames] == [
+        to_hex(HEAD_COLOURS[0]),
+        to_hex(HEAD_COLOURS[1]),
+    ]
+    assert [frame.get_width() < 2 for frame in frames] == [True, True]
+    for m in (0, 1):
+        edges = {to_hex(side.get_edgecolor()) for side in fig.axes[m + 1].spines.values()}
+        assert edges == {to_hex(HEAD_COLOURS[m])}
 
 
 def test_wrapper_vs_batched_shows_both_shapes() -> None:

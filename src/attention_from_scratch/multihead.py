@@ -247,12 +247,15 @@ def _grouped(
 class AttentionConfig:
     """The arguments of :class:`MultiHeadAttention`, checked once, when the layer is built.
 
-    A frozen dataclass, as nanoGPT's ``GPTConfig`` carries a model's settings: the layer's
-    constructor builds one from its arguments, and :meth:`__post_init__` checks them all, so
-    that the layer's own code builds layers and holds no checks. Each error names the
-    argument and reads "expected X, got Y". The values kept are the checked ones (a dropout
-    of ``0`` becomes ``0.0``, NumPy's ``bool_`` a ``bool``). Chapters 6 and 7's layers pass
-    their arguments on to chapter 4's constructor, so the same config checks theirs.
+    The settings sit in one dataclass, as nanoGPT's ``GPTConfig`` carries a model's; unlike
+    that plain dataclass, which checks nothing (nanoGPT asserts ``n_embd % n_head == 0`` in
+    its attention layer), this one is frozen and checks every value. The layer's constructor
+    builds one from its arguments, and :meth:`__post_init__` checks them all, so that the
+    layer's own code builds layers and holds no checks. Each error names the argument and
+    reads "expected X, got Y". The values kept are the checked ones (a dropout of ``0``
+    becomes ``0.0``, NumPy's ``bool_`` a ``bool``), and the layer reads its sizes from them.
+    Chapters 6 and 7's layers pass their arguments on to chapter 4's constructor, so the same
+    config checks theirs.
 
     Args:
         d_in: size of each input embedding, a positive int.
@@ -359,14 +362,16 @@ class MultiHeadAttention(nn.Module):
             d_in, d_out, context_length, dropout, num_heads, qkv_bias, fused
         )  # checks every argument
         self.config = config
-        self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
-        self.head_dim = config.head_dim  # d_h
+        # From here on, only the checked values.
+        self.d_in, self.d_out = config.d_in, config.d_out
+        self.num_heads, self.head_dim = config.num_heads, config.head_dim
         self.fused = config.fused  # may be switched later: forward checks it
-        self.W_query = nn.Linear(d_in, d_out, bias=config.qkv_bias)
+        bias = config.qkv_bias
+        self.W_query = nn.Linear(self.d_in, self.d_out, bias=bias)
         d_kv = self.key_value_size()  # d_out; less where heads share (ch. 7)
-        self.W_key = nn.Linear(d_in, d_kv, bias=config.qkv_bias)
-        self.W_value = nn.Linear(d_in, d_kv, bias=config.qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
+        self.W_key = nn.Linear(self.d_in, d_kv, bias=bias)
+        self.W_value = nn.Linear(self.d_in, d_kv, bias=bias)
+        self.out_proj = nn.Linear(self.d_out, self.d_out)
         self.dropout = nn.Dropout(config.dropout)
 
     def key_value_size(self) -> int:

@@ -19,7 +19,12 @@ from __future__ import annotations
 from .ch1 import draw_attention_matrices, draw_context_vector
 from .ch2 import draw_projections, draw_query_path
 from .ch3 import draw_causal_graph, draw_dropout
-from .ch4 import draw_head_split, draw_wrapper_vs_batched, plot_attention_lines
+from .ch4 import (
+    draw_head_split,
+    draw_split_numbers,
+    draw_wrapper_vs_batched,
+    plot_attention_lines,
+)
 from .ch5 import draw_strided_read, plot_layout
 from .ch6 import draw_induction_circuit, draw_positions_added
 from .ch7 import draw_grouped_heads, draw_kv_cache, draw_tiles
@@ -41,6 +46,7 @@ __all__ = [
     "draw_positions_added",
     "draw_projections",
     "draw_query_path",
+    "draw_split_numbers",
     "draw_strided_read",
     "draw_tiles",
     "draw_wrapper_vs_batched",

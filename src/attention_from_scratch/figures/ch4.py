@@ -1,4 +1,5 @@
-"""Chapter 4's diagrams: the head split, the wrapper beside the batched module, the line view.
+"""Chapter 4's diagrams: the head split (as shapes and as numbers), the wrapper beside the
+batched module, the line view.
 
 ``plot_attention_lines`` is the one figure here a reader points at weights of their own (the
 chapters draw it for chapter 4's heads and chapter 6's trained model), so it checks its input;
@@ -10,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import matplotlib.pyplot as plt
 import torch
 from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from .._checks import check_tensor
 from .style import (
@@ -158,6 +161,74 @@ def draw_head_split(b: int, t: int, d_out: int, num_heads: int) -> Figure:
             arrow(ax, (x1 - 0.06, middle - 0.2), (x0 + 0.06, middle - 0.2), colour="#555555")
             grey: dict[str, Any] = {"va": "top", "color": "#555555", "size": LABEL_PT}
             write(ax, (x0 + x1) / 2, middle - 0.26, merge, **grey)
+    return fig
+
+
+def draw_split_numbers(
+    projected: torch.Tensor, heads: torch.Tensor, tokens: Sequence[str]
+) -> Figure:
+    """Draw one sequence's projections before and after the head split, number by number.
+
+    Left, ``projected``, ``(t, d_out)``, with the columns of head m framed in head m's
+    colour; right, one ``(t, d_h)`` panel per head, ``heads[m]``, framed alike, its columns
+    labelled by the features they came from. The numbers are the same: only the shape
+    changed. Each number is printed to two decimals.
+
+    Args:
+        projected: one sequence's projections before the split, ``(t, d_out)``.
+        heads: the same sequence after ``view`` and ``transpose``, ``(h, t, d_h)``.
+        tokens: the ``t`` tokens, the labels of the rows.
+
+    Returns:
+        The matplotlib ``Figure``, 5.2 inches wide.
+
+    Used in chapter 4.
+    """
+    full, split = as_floats(projected), as_floats(heads)
+    t, d_out = full.shape
+    num_heads, _, d_h = split.shape
+    labels = list(tokens)
+    fig, axes = plt.subplots(
+        1,
+        1 + num_heads,
+        figsize=(5.2, 3.2),
+        layout="constrained",
+        width_ratios=[num_heads, *[1] * num_heads],
+    )
+    try:
+        panels = [(full, f"queries[0]\n(t, d_out) = ({t}, {d_out})", range(d_out))]
+        panels += [
+            (split[m], f"head {m}\n({t}, {d_h})", range(m * d_h, (m + 1) * d_h))
+            for m in range(num_heads)
+        ]
+        for ax, (matrix, title, features) in zip(axes, panels, strict=True):
+            # No fill: colour names the heads only, and the numbers carry the point.
+            # Cells wider than tall: a number such as -0.35 needs about 0.35 inches.
+            ax.imshow(torch.zeros_like(matrix).numpy(), cmap="Greys", vmin=0, vmax=1, aspect="auto")
+            for row in range(t):
+                for col in range(matrix.shape[1]):
+                    value = f"{float(matrix[row, col]):.2f}"
+                    ax.text(col, row, value, ha="center", va="center", fontsize=CELL_PT)
+            ax.set_xticks(range(matrix.shape[1]), labels=[str(f) for f in features])
+            ax.set_yticks(range(t), labels=labels if ax is axes[0] else [])
+            ax.tick_params(length=0, labelsize=CELL_PT)  # no tick marks to hit the numbers
+            ax.set_title(title, fontsize=LABEL_PT)
+        fig.supxlabel("feature", fontsize=LABEL_PT)
+        for m in range(num_heads):  # frame the columns that go to each head, in its colour
+            colour = HEAD_COLOURS[m % 8]
+            # Inset from the cells' edges, so that the numbers' minus signs stay clear of it.
+            frame = Rectangle(
+                (m * d_h - 0.47, -0.47), d_h - 0.06, t - 0.06, fill=False, lw=2.0, color=colour
+            )
+            axes[0].add_patch(frame)
+            for label in axes[0].get_xticklabels()[m * d_h : (m + 1) * d_h]:
+                label.set_color(colour)
+            for side in axes[m + 1].spines.values():
+                side.set_edgecolor(colour)
+                side.set_linewidth(2.5)
+    except BaseException:
+        plt.close(fig)  # a failed call leaves no half-drawn figure behind
+        raise
     return fig
 
 
