@@ -79,49 +79,40 @@ class RollingCache(GradedExercise):
             "Allocate the (b, h_kv, window, d_h) buffers once, at the first append, with the "
             "keys' dtype, and write each append into them in place: `keys` read after the "
             "first append is the very tensor read after the last. Token p goes into slot "
-            "p % window: an append that reaches the end of the buffers goes on at slot 0.",
+            "p % window: the token after the last slot goes into slot 0.",
         ),
     )
 
     def cases(self, rng: np.random.Generator) -> list[Case]:
+        # One token per append, as the exercise says: a chunk's first queries would need keys
+        # that a ring of `window` slots has overwritten.
         cases = []
         for dtype, negate in ((np.float32, False), (np.float32, True), (np.float64, True)):
             window = int(rng.integers(2, 7))
-            sizes = self.sizes(rng, window, 2 * window + int(rng.integers(1, window + 1)))
-            cases.append(self.case("window", rng, window, sizes, dtype, negate))
+            total = 2 * window + int(rng.integers(1, window + 1))
+            cases.append(self.case("window", rng, window, total, dtype, negate))
         for dtype in (np.float16, np.float64, np.float32):
             window = int(rng.integers(3, 8))
-            sizes = self.sizes(rng, window, window + int(rng.integers(1, window)))
-            cases.append(self.case("ring", rng, window, sizes, dtype))
+            total = window + int(rng.integers(1, window))
+            cases.append(self.case("ring", rng, window, total, dtype))
         return cases
-
-    @staticmethod
-    def sizes(rng: np.random.Generator, window: int, total: int) -> list[int]:
-        """Append sizes from 1 to ``window`` adding up to ``total``, one of them > 1."""
-        while True:
-            sizes: list[int] = []
-            while sum(sizes) < total:
-                sizes.append(int(rng.integers(1, min(window, total - sum(sizes)) + 1)))
-            if max(sizes) > 1:
-                return sizes
 
     @staticmethod
     def case(
         check: str,
         rng: np.random.Generator,
         window: int,
-        sizes: list[int],
+        total: int,
         dtype: type,
         negate: bool = False,
     ) -> Case:
         """``negate``: between appends, negate both buffers in place (as a model that edits
         its cache would): each append must return what the buffers then hold."""
         b, h_kv, d_h = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 5))
-        total = sum(sizes)
         keys = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
         values = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
         steps = [Step("RollingKVCache", args=(window,), send_back=False)]
-        ends = np.cumsum(sizes)
+        ends = np.arange(1, total + 1)  # one token per append
         reads = []  # the ring check: where each append's buffers were read
         appends = []  # where each append's result is
         for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
@@ -159,7 +150,7 @@ class RollingCache(GradedExercise):
             steps += [Step(Result(at), called=False) for at in (reads[0], reads[0] + 1)]
             steps += [Step(Result(at), called=False) for at in (reads[-1], reads[-1] + 1)]
         name = dtype_name(keys)
-        shown = f"window {window}, appends of {sizes} tokens, b = {b}, h_kv = {h_kv}, {name}"
+        shown = f"window {window}, {total} appends of one token, b = {b}, h_kv = {h_kv}, {name}"
         if negate:
             shown += ", the buffers negated in place between appends"
 

@@ -92,6 +92,44 @@ def test_the_self_check_passes_a_correct_answer(label: str) -> None:
     assert result.passed, [(c.name, c.reason) for c in result.checks]
 
 
+# The page's solution: one token per append, a chunk refused (its first queries would need keys
+# the ring has overwritten). The grader and the self-check send one token at a time.
+ONE_TOKEN_ONLY = """
+import torch
+
+class RollingKVCache:
+    def __init__(self, window):
+        self.window, self.length = window, 0
+        self.keys = self.values = None
+
+    def append(self, keys, values):
+        if keys.shape[2] != 1:
+            raise ValueError(f"keys: expected one token, got {keys.shape[2]}")
+        if self.keys is None:
+            shape = (*keys.shape[:2], self.window, keys.shape[3])
+            self.keys, self.values = keys.new_empty(shape), values.new_empty(shape)
+        self.keys[:, :, self.length % self.window] = keys[:, :, 0]
+        self.values[:, :, self.length % self.window] = values[:, :, 0]
+        self.length += 1
+        held = min(self.length, self.window)
+        order = (self.length - held + torch.arange(held)) % self.window
+        return self.keys[:, :, order], self.values[:, :, order]
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_cache_that_refuses_chunks_earns_every_point(seed: int) -> None:
+    score = grade("ch7-ex-kv-cache", ONE_TOKEN_ONLY, seed=seed)
+    assert full_marks(score), failures(score)
+
+
+def test_the_self_check_passes_a_cache_that_refuses_chunks() -> None:
+    namespace: dict = {}
+    exec(ONE_TOKEN_ONLY, namespace)
+    result = run_checks("ch7-ex-kv-cache", namespace)
+    assert result.passed, [(c.name, c.reason) for c in result.checks]
+
+
 LAZY = {
     # The page's MyKVCache, whatever the window.
     ("ch7-ex-kv-cache", "the page's growing cache"): """

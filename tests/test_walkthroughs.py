@@ -32,8 +32,8 @@ WALKTHROUGHS = walkthroughs()
 
 
 def test_every_show_source_cell_is_one_the_checker_reads() -> None:
-    # A cell of another form (docstrings kept, two calls, an expression around the call) would
-    # show code whose walkthrough nobody checks.
+    # A cell of another form (two calls, an expression around the call) would show code whose
+    # walkthrough nobody checks.
     for chapter in chapters_that_show_source():
         calls = [
             source_of(cell)

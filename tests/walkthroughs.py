@@ -1,9 +1,11 @@
 """What the chapters say about the package code they show, checked against that code.
 
 A chapter shows the package's version of what it has built in one or more cells in a row that
-are each ``show_source(X, docstrings=False)``; the markdown cell right after them, up to its
+are each ``show_source(X, docstrings=False)`` (or ``docstrings=True``, where the docstring is
+what explains a class that writes no code); the markdown cell right after them, up to its
 first heading, walks through that code and quotes it in backticks. Every quoted span must be
-explained, so that a change of the package that removes what a page walks through fails:
+explained by the code, docstrings left out, so that a change of the package that removes what
+a page walks through fails:
 
 - a piece of code (``s = past + t``, ``self.mask[past:s, :s]``, ``hidden & ~empty``,
   ``del scores``, ``mask: torch.Tensor``, ``*args, **kwargs``) is in the shown code, spaces
@@ -42,7 +44,7 @@ import attention_from_scratch as afs
 KNOWN_ELSEWHERE = (builtins, torch, nn, F, afs)
 TORCH_ROOTS = {"torch": torch, "nn": nn, "F": F}
 
-SHOW = re.compile(r"show_source\(([\w.]+), docstrings=False\)\s*")
+SHOW = re.compile(r"show_source\(([\w.]+), docstrings=(?:False|True)\)\s*")
 # A backticked span, with the role in front of it if it has one ({cite}`key`); the spans are
 # read in order, so that a span broken over two lines pairs its own backticks.
 SPAN = re.compile(r"(\{[\w:-]+\})?`([^`]+)`")

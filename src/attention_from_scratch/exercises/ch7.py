@@ -1,10 +1,10 @@
 """Self-checks of the exercises of chapter 7, "Attention at scale".
 
 Each check tries the learner's answer on a small public example written out here (tokens
-numbered 0, 1, 2, ..., two rows of scores split in two parts, one hiding its first keys and one
-around 1000, a few integer queries and keys, the page's 16 000-token prompt) and compares it
-with numbers written out here too or with a property every right answer has. Grading is not
-done here: see :mod:`._core`.
+numbered 0, 1, 2, ..., appended one at a time, two rows of scores split in two parts, one
+hiding its first keys and one around 1000, a few integer queries and keys, the page's
+16 000-token prompt) and compares it with numbers written out here too or with a property
+every right answer has. Grading is not done here: see :mod:`._core`.
 """
 
 from __future__ import annotations
@@ -53,18 +53,19 @@ def _numbered(start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, 
     "changed in place). `length` counts every token appended."
 )
 def keeps_the_last_four_of_seven_tokens(RollingKVCache: Callable[[int], _RollingCache]) -> None:
-    """window 4, appends of 3, 2 and 2 tokens: the last 4, oldest first, and length 7; then
-    the buffers negated in place and token 7 appended: what they hold, oldest first"""
+    """window 4, tokens 0 to 6 appended one at a time: the last 4, oldest first, and length 7;
+    then the buffers negated in place and token 7 appended: what they hold, oldest first"""
     cache = RollingKVCache(4)
-    for start, stop, kept in ((0, 3, [0, 1, 2]), (3, 5, [1, 2, 3, 4]), (5, 7, [3, 4, 5, 6])):
+    for p in range(7):
+        kept = list(range(max(0, p - 3), p + 1))
         keys, values = _pair(
-            cache.append(*_numbered(start, stop, torch.float32)),
+            cache.append(*_numbered(p, p + 1, torch.float32)),
             ((1, 1, len(kept), 1),) * 2,
             "append to return the pair (keys, values)",
         )
         got = keys.flatten().tolist()
-        assert got == kept, f"after token {stop - 1} the keys are tokens {got}, not {kept}"
-        assert values.flatten().tolist() == [-p for p in kept], "the values do not match"
+        assert got == kept, f"after token {p} the keys are tokens {got}, not {kept}"
+        assert values.flatten().tolist() == [-q for q in kept], "the values do not match"
     assert cache.length == 7, f"`length` is {cache.length} after 7 tokens"
     for buffer in (cache.keys, cache.values):
         answer_tensor(buffer, (1, 1, 4, 1))
@@ -80,17 +81,17 @@ def keeps_the_last_four_of_seven_tokens(RollingKVCache: Callable[[int], _Rolling
 
 @kv_cache.check(
     hint="Allocate (b, h_kv, window, d_h) buffers once, in the keys' dtype, and write each "
-    "append into them in place, token p into slot p % window: an append that reaches the end "
-    "goes on at slot 0."
+    "append into them in place, token p into slot p % window: the token after the last slot "
+    "goes into slot 0."
 )
 def puts_token_p_in_slot_p_mod_4(RollingKVCache: Callable[[int], _RollingCache]) -> None:
-    """the same appends in float16: the buffers, allocated once and written in place, hold
+    """the same tokens in float16: the buffers, allocated once and written in place, hold
     tokens 4, 5, 6, 3 in slots 0 to 3"""
     cache = RollingKVCache(4)
-    cache.append(*_numbered(0, 3, torch.float16))
+    cache.append(*_numbered(0, 1, torch.float16))
     first = answer_tensor(cache.keys, (1, 1, 4, 1)), answer_tensor(cache.values, (1, 1, 4, 1))
-    for start, stop in ((3, 5), (5, 7)):
-        cache.append(*_numbered(start, stop, torch.float16))
+    for p in range(1, 7):
+        cache.append(*_numbered(p, p + 1, torch.float16))
     keys = answer_tensor(cache.keys, (1, 1, 4, 1))
     values = answer_tensor(cache.values, (1, 1, 4, 1))
     assert keys.dtype == torch.float16, f"the buffers are {keys.dtype}, the keys float16"
@@ -145,7 +146,7 @@ VALUES = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0
 
 
 def _state(scores: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """m, ell and o of each row over these keys, from their definitions: (r,), (r,), (r, d)."""
+    """m, ell and o of each row over these keys, from their definitions: (r,), (r,), (r, d_h)."""
     m = scores.amax(dim=1)
     p = torch.exp(scores - m.masked_fill(m == -INF, 0.0)[:, None])
     return m, p.sum(dim=1), p @ values
