@@ -73,7 +73,7 @@ def attention_paths(causal: bool) -> dict[str, Callable[..., torch.Tensor]]:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from attention_from_scratch import causal_mask, head_attention, tiled_attention
+    from attention_from_scratch import head_attention, tiled_attention
     from attention_from_scratch.fused import flash_attention
 
     def sdpa_with(backend: SDPBackend | None) -> Callable[..., torch.Tensor]:
@@ -85,16 +85,12 @@ def attention_paths(causal: bool) -> dict[str, Callable[..., torch.Tensor]]:
 
         return run
 
-    def explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        mask = causal_mask(q.shape[2], device=q.device) if causal else None
-        return head_attention(q, k, v, mask)[0]
-
     return {
         "sdpa": sdpa_with(None),
         "flash": sdpa_with(SDPBackend.FLASH_ATTENTION),
         "efficient": sdpa_with(SDPBackend.EFFICIENT_ATTENTION),
         "cudnn": sdpa_with(SDPBackend.CUDNN_ATTENTION),
-        "explicit": explicit,
+        "explicit": lambda q, k, v: head_attention(q, k, v, is_causal=causal)[0],
         "fused": lambda q, k, v: head_attention(q, k, v, is_causal=causal, fused=True)[0],
         "tiled": lambda q, k, v: tiled_attention(q, k, v, block_size=128, causal=causal),
         "triton": lambda q, k, v: flash_attention(q, k, v, is_causal=causal),

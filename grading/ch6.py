@@ -103,13 +103,11 @@ def rotary_scores(
     return q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])  # (b, h, t, t)
 
 
-def moved_rows(
-    w: np.ndarray, heads: int, r: int, *, inverse: bool = False, span: int = 0
-) -> np.ndarray:
-    """``w`` with the first ``r`` rows of each block of ``span`` rows (``d_out / heads`` unless
-    given) put evens first, then odds (or back, when ``inverse``): a reference to recognise
-    answers by, the judge itself compares scores."""
-    span = span or w.shape[0] // heads
+def moved_rows(w: np.ndarray, heads: int, r: int, *, inverse: bool = False) -> np.ndarray:
+    """``w`` with the first ``r`` rows of each head's block of ``d_out / heads`` rows put
+    evens first, then odds (or back, when ``inverse``): a reference to recognise answers by,
+    the judge itself compares scores."""
+    span = w.shape[0] // heads
     inside = np.concatenate([np.arange(0, r, 2), np.arange(1, r, 2), np.arange(r, span)])
     if inverse:
         inside = np.argsort(inside)
@@ -344,18 +342,6 @@ def clear_margin(logits: np.ndarray) -> np.ndarray:
     """Where the largest logit beats the second by enough that float32 agrees on it."""
     top = np.sort(logits, axis=-1)
     return top[..., -1] - top[..., -2] > 1e-3
-
-
-def tokens_with_clear_predictions(
-    rng: np.random.Generator, module: Module, b: int, t: int, tries: int = 200
-) -> np.ndarray:
-    """Token ids ``(b, t)`` whose predictions are clear at every position (redrawn until)."""
-    vocab = module.kwargs["vocab_size"]
-    for _ in range(tries):
-        tokens = rng.integers(0, vocab, size=(b, t))
-        if clear_margin(logits_of(module, tokens)).all():
-            return tokens
-    raise RuntimeError("no tokens with clear predictions")  # never with these weights
 
 
 # ---- ch6-ex-extrapolate ------------------------------------------------------------------------

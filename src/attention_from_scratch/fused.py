@@ -88,7 +88,7 @@ def triton_status() -> TritonStatus:
     )
 
 
-def _require_triton(x: torch.Tensor, name: str) -> None:
+def _require_triton(x: torch.Tensor, name: str) -> TritonStatus:
     status = triton_status()
     if not status.available:
         raise RuntimeError(f"{name}: cannot run a Triton kernel here: {status.reason}")
@@ -97,6 +97,7 @@ def _require_triton(x: torch.Tensor, name: str) -> None:
             f"{name}: expected a CUDA tensor (Triton compiles for the GPU), got a tensor on "
             f"{x.device}; on a CPU set TRITON_INTERPRET=1 before importing triton"
         )
+    return status
 
 
 # ---- the warm-up: a row-wise softmax ------------------------------------------------------
@@ -408,8 +409,7 @@ def _check_inputs(
             f"keys: expected as many keys as queries with is_causal=True, "
             f"got s={k.shape[2]}, t={q.shape[2]}"
         )
-    _require_triton(q, "queries")
-    interpreted = triton_status().interpreted
+    interpreted = _require_triton(q, "queries").interpreted
     if q.dtype == torch.float64 and not interpreted:
         raise TypeError("queries: expected float16, bfloat16 or float32 on a GPU, got float64")
     if q.dtype == torch.bfloat16 and interpreted:
