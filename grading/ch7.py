@@ -112,10 +112,9 @@ class RollingCache(GradedExercise):
         keys = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
         values = rng.standard_normal((b, h_kv, total, d_h)).astype(dtype)
         steps = [Step("RollingKVCache", args=(window,), send_back=False)]
-        ends = np.arange(1, total + 1)  # one token per append
         reads = []  # the ring check: where each append's buffers were read
         appends = []  # where each append's result is
-        for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+        for i in range(total):  # append i sends token i alone
             if negate and i > 0:
                 at = len(steps)
                 steps += [
@@ -129,7 +128,7 @@ class RollingCache(GradedExercise):
                 Step(
                     Result(0),
                     "append",
-                    (keys[:, :, start:end], values[:, :, start:end]),
+                    (keys[:, :, i : i + 1], values[:, :, i : i + 1]),
                     send_back=check == "window",
                 )
             )
@@ -159,14 +158,14 @@ class RollingCache(GradedExercise):
             if raised:
                 return raised
             if check == "window":
-                for i, end in enumerate(ends):
-                    start = max(0, int(end) - window)
+                for i in range(total):
+                    start, end = max(0, i + 1 - window), i + 1
                     got, why = tensors(results[appends[i]].value, 2, "the pair (keys, values)")
                     if why:
                         return f"append {i}: {why}"
                     assert got is not None
-                    # Token p, written by append a, was negated by each append since a.
-                    written = np.searchsorted(ends, np.arange(start, end), side="right")
+                    # Token p, written by append p, was negated by each append since.
+                    written = np.arange(start, end)
                     signs = (-1.0) ** (i - written) if negate else np.ones(end - start)
                     for item, source, what in zip(
                         got, (keys, values), ("keys", "values"), strict=True
