@@ -8,6 +8,7 @@ and sm_80 here, in a subprocess without the interpreter flag (Triton reads it on
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -85,6 +86,20 @@ def test_float16_stays_within_float16_rounding(causal: bool) -> None:
     for x, e in zip((q, k, v), exact, strict=True):
         assert x.grad is not None and e.grad is not None
         torch.testing.assert_close(x.grad.float(), e.grad, atol=1e-2, rtol=0)
+
+
+@needs_kernels
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_log_sum_exp_is_chapter_7s_in_base_2(causal: bool) -> None:
+    # The backward kernels compute with exp2: the forward kernel keeps L log2(e), where
+    # chapter 7's tiled_attention returns L = m + log(l) in natural log.
+    from attention_from_scratch.tiled import tiled_attention
+
+    q, k, v = draw(1, 2, B + 9, 32, seed=5)
+    out, lse = torch.empty_like(q), q.new_empty(q.shape[:3])
+    fused._forward(q, k, v, causal, out, lse)
+    _, natural = tiled_attention(q, k, v, block_size=16, causal=causal, return_lse=True)
+    torch.testing.assert_close(lse, natural / math.log(2), atol=1e-5, rtol=1e-5)
 
 
 SENTINEL = 1234.5
@@ -183,14 +198,32 @@ GOOD = torch.zeros(1, 2, 4, 16)
     ("args", "kwargs", "error", "message"),
     [
         (([[1.0]], GOOD, GOOD), {}, TypeError, r"^queries: expected a torch.Tensor"),
-        ((GOOD, GOOD.long(), GOOD), {}, TypeError, r"^keys: expected float16, .*got torch.int64"),
-        ((GOOD[0], GOOD, GOOD), {}, ValueError, r"^queries: expected a non-empty \(b, h, t"),
+        (
+            (GOOD, GOOD.long(), GOOD),
+            {},
+            TypeError,
+            r"^keys: expected a floating-point tensor, got torch.int64",
+        ),
+        (
+            (GOOD[0], GOOD, GOOD),
+            {},
+            ValueError,
+            r"^queries: expected a tensor of shape \(b, h, t, d_h\)",
+        ),
         ((GOOD, GOOD, GOOD.double()), {}, ValueError, r"^values: expected torch.float32"),
-        ((GOOD, GOOD[:, :1], GOOD[:, :1]), {}, ValueError, r"^keys, values: expected \(b, h"),
-        ((GOOD, GOOD, GOOD[..., :8]), {}, ValueError, r"^keys, values: expected"),
+        (
+            (GOOD, GOOD[:, :1], GOOD[:, :1]),
+            {},
+            ValueError,
+            r"^keys: expected \(b, h, s, d_h\) with b, h, d_h = 1, 2, 16",
+        ),
+        ((GOOD, GOOD, GOOD[..., :8]), {}, ValueError, r"^values: expected the shape of the keys"),
         ((GOOD[..., :8],) * 3, {}, ValueError, r"^queries: expected d_h in \(16, 32, 64, 128\)"),
         ((GOOD, GOOD[:, :, :3], GOOD[:, :, :3]), {"is_causal": True}, ValueError, r"^keys: "),
         ((GOOD, GOOD, GOOD), {"is_causal": 1}, TypeError, r"^is_causal: expected a bool"),
+        ((GOOD.to(torch.float8_e4m3fn),) * 3, {}, TypeError, r"^queries: expected float16, bf"),
+        ((GOOD[:0],) * 3, {}, ValueError, r"^queries: expected b, h >= 1, got shape \(0, 2, 4, 16"),
+        ((GOOD[:, :, :0],) * 3, {}, ValueError, r"^queries, keys: expected at least one token"),
     ],
 )
 def test_bad_input_gets_a_clear_error(
