@@ -21,6 +21,7 @@ running a kernel raises an error that says so. Dimension names: ``b`` batch, ``h
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
@@ -377,7 +378,11 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        causal: bool,
     ) -> torch.Tensor:
         out = torch.empty_like(q)  # (b, h, t, d_h)
         lse = q.new_empty(q.shape[:3], dtype=torch.float32)  # (b, h, t)
@@ -387,7 +392,10 @@ class FlashAttention(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(
+        ctx: Any,
+        grad_out: torch.Tensor,
+    ) -> tuple[torch.Tensor | None, ...]:
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
         grad_out = grad_out.contiguous()
@@ -454,6 +462,6 @@ def flash_attention(
     Introduced in chapter 8.
     """
     q, k, v, is_causal = _check_inputs(queries, keys, values, is_causal)
-    # torch types Function.apply without annotations.
-    out: torch.Tensor = FlashAttention.apply(q, k, v, is_causal)  # type: ignore[no-untyped-call]
-    return out
+    # torch types Function.apply without annotations: say what it returns.
+    apply: Callable[..., torch.Tensor] = FlashAttention.apply
+    return apply(q, k, v, is_causal)
