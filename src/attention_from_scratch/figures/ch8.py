@@ -89,7 +89,7 @@ def draw_program_grid(
     """
     t, n = num_queries, math.ceil(num_queries / block)
     i, j = program
-    width, left = 4.4, 1.05  # room for the rows' and strips' names
+    width, left = 4.1, 1.05  # room for the rows' and strips' names
     col = min(0.8, (width - left - 0.1) / n)
     box_h, strip_h, strip_gap = 0.36, 0.3, 0.12
     names = {"Q": "query", "K": "key", "V": "value", "O": "output"}
@@ -341,7 +341,7 @@ def plot_key_blocks(
         for causal, grid in kinds.items()
     }
     unit = 1.6 / (max(n_q, n_k) * block)  # inches per token: 1.6 inches at most a side
-    tile, gap, left = block * unit, 0.5, 0.35
+    tile, gap, left = block * unit, 0.45, 0.15
     width = left + len(panels) * (n_k * tile + gap)
     height = 0.55 + n_q * tile + 0.95
     counts = {}
@@ -455,7 +455,7 @@ def plot_sentinels(
         status = ["right" if ok else "wrong" for ok in right.tolist()]
         status += ["sentinel" if ok else "overwritten" for ok in intact.tolist()]
         panels[str(title)] = status
-    cell = min(0.11, 4.1 / cols)
+    cell = min(0.1, 3.8 / cols)
     width = 0.2 + cols * cell
     heights = [0.35 + math.ceil(len(st) / cols) * cell + 0.3 for st in panels.values()]
     height = sum(heights) + 0.35 + 0.1
