@@ -29,7 +29,7 @@ def markdown(path: Path) -> str:
     )
 
 
-def test_seven_chapters_in_reading_order() -> None:
+def test_eight_chapters_in_reading_order() -> None:
     assert [path.stem for path in NOTEBOOKS] == [
         "01_simplified_attention",
         "02_trainable_qkv",
@@ -38,6 +38,7 @@ def test_seven_chapters_in_reading_order() -> None:
         "05_tensor_layout",
         "06_attention_that_learns",
         "07_attention_at_scale",
+        "08_fused_attention",
     ]
 
 
@@ -233,6 +234,13 @@ SHOWN = {
         "GroupedQueryAttention",
         "RotaryGroupedQueryAttention",
     ],
+    # The kernels are private names of the module, shown through it.
+    "08_fused_attention": [
+        "fused._forward_tiles",
+        "fused._forward_kernel",
+        "FlashAttention",
+        "flash_attention",
+    ],
 }
 # Shown with its docstring: the class writes no code, and its docstring says why.
 SHOWN_WITH_DOCSTRINGS = {"RotaryGroupedQueryAttention"}
@@ -344,9 +352,11 @@ def test_labels_are_unique_across_the_book() -> None:
 
 @pytest.mark.parametrize("name", sorted({name for names in SHOWN.values() for name in names}))
 def test_shown_source_fits_the_column(name: str) -> None:
+    from walkthroughs import resolve
+
     import attention_from_scratch
 
-    shown = getattr(attention_from_scratch, name)
+    shown = resolve(name)
     # The pages show the code without its docstring (help() shows that), but for a few.
     docstrings = name in SHOWN_WITH_DOCSTRINGS
     code = attention_from_scratch.show_source(shown, docstrings=docstrings).code

@@ -52,6 +52,26 @@ def weights(rows: int = 6) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(afs.causal_mask(rows), float("-inf")), dim=-1)
 
 
+def causal_kinds(n: int) -> torch.Tensor:
+    """What chapter 8's causal kernel does with n x n tiles, by hand: 2 (masked) on the
+    diagonal, 1 (no mask) below it, 0 (skipped) above it."""
+    return torch.ones(n, n, dtype=torch.long).tril() + torch.eye(n, dtype=torch.long)
+
+
+SENTINEL = 1234.5
+SOFTMAX = torch.softmax(torch.randn(5, 37, generator=torch.Generator().manual_seed(0)), dim=-1)
+
+
+def sentinel_buffer(wrong_rows: int = 0, hit: int = 0, sentinels: int = 64) -> torch.Tensor:
+    """Chapter 8's softmax output (5 x 37) and its sentinels, after a kernel that got the
+    first ``wrong_rows`` rows wrong (NaN) and overwrote the first ``hit`` sentinels."""
+    buffer = torch.full((SOFTMAX.numel() + sentinels,), SENTINEL)
+    buffer[: SOFTMAX.numel()] = SOFTMAX.flatten()
+    buffer[: wrong_rows * 37] = float("nan")
+    buffer[SOFTMAX.numel() : SOFTMAX.numel() + hit] = 0.5
+    return buffer
+
+
 # One call per public function, with the sizes of the chapter that uses it.
 GOOD: dict[str, Callable[[], Figure]] = {
     "context_vector": lambda: figures.draw_context_vector(inputs(), TOKENS, query=1),
@@ -85,6 +105,16 @@ GOOD: dict[str, Callable[[], Figure]] = {
     "kv_cache": lambda: figures.draw_kv_cache(7, 4),
     "tiles": lambda: figures.draw_tiles(16, 16, 4),
     "grouped_heads": lambda: figures.draw_grouped_heads(8, (8, 2, 1)),
+    "program_grid": lambda: figures.draw_program_grid(100, 32, 2, (2, 1), causal=True),
+    "program_memory": lambda: figures.draw_program_memory(32, 32, 3),
+    "key_blocks": lambda: figures.plot_key_blocks(
+        {True: causal_kinds(4), False: torch.tensor([[1, 1, 1, 2]] * 4)}, 100, 100, 32
+    ),
+    "sentinels": lambda: figures.plot_sentinels(
+        {"with masks": sentinel_buffer(), "without": sentinel_buffer(wrong_rows=5, hit=27)},
+        SOFTMAX,
+        SENTINEL,
+    ),
 }
 
 
@@ -368,6 +398,61 @@ def test_grouped_heads_connect_each_query_head_to_its_group() -> None:
     assert "multi-head" in texts and "grouped-query" in texts and "multi-query" in texts
 
 
+def test_program_grid_boxes_every_program_and_skips_the_future() -> None:
+    fig = figures.draw_program_grid(100, 32, 2, (2, 1), causal=True)
+    texts = all_texts(fig)
+    # ceil(100 / 32) = 4 query blocks by 2 pairs: 8 programs, each labelled (i, bh).
+    assert sorted(text for text in texts if text.startswith("(")) == sorted(
+        f"({i}, {bh})" for i in range(4) for bh in range(2)
+    )
+    # Program 2 of a causal pass reads key blocks 0 to 2 and skips block 3, in K and in V.
+    dashed = [
+        patch
+        for patch in fig.axes[0].patches
+        if isinstance(patch, Rectangle) and patch.get_linestyle() not in ("-", "solid")
+    ]
+    assert len(dashed) == 2
+    assert all(to_hex(patch.get_edgecolor()) == ROLE_COLOURS["mask"].lower() for patch in dashed)
+    assert "rows 64 to 95, keys 0 to 95; hatched: past t = 100" in texts
+    full = figures.draw_program_grid(100, 32, 2, (2, 1), causal=False)
+    assert "rows 64 to 95, keys 0 to 99; hatched: past t = 100" in all_texts(full)
+
+
+def test_program_memory_counts_what_one_program_reads_and_writes() -> None:
+    texts = all_texts(figures.draw_program_memory(32, 64, 5))
+    # Reads: queries 32 x 64 once, keys and values 2 x 5 blocks of 32 x 64;
+    # writes: 32 x 64 outputs and 32 log-sum-exps.
+    assert "per program: 22,528 numbers read, 2,080 written" in texts
+    assert "5 × (32 × 64)" in texts and "×5" in texts
+    assert "32 × 32 scores: never stored" in texts
+
+
+@pytest.mark.parametrize(
+    ("kinds", "t", "block", "counts"),
+    [
+        ({True: causal_kinds(4)}, 100, 32, {"no mask": 6, "masked": 4, "skipped": 6}),
+        ({False: torch.tensor([[1, 2]] * 3)}, 40, 16, {"no mask": 3, "masked": 3, "skipped": 0}),
+    ],
+)
+def test_key_blocks_counts_each_kind_of_tile(
+    kinds: dict[bool, torch.Tensor], t: int, block: int, counts: dict[str, int]
+) -> None:
+    texts = all_texts(figures.plot_key_blocks(kinds, t, t if True in kinds else 20, block))
+    for name, count in counts.items():
+        assert f"{name}: {count}" in texts
+    (causal,) = kinds
+    assert f"is_causal={causal}" in texts
+
+
+def test_sentinels_count_right_wrong_intact_and_overwritten_cells() -> None:
+    fig = figures.plot_sentinels(
+        {"a": sentinel_buffer(), "b": sentinel_buffer(wrong_rows=2, hit=27)}, SOFTMAX, SENTINEL
+    )
+    texts = all_texts(fig)
+    assert "right 185, wrong 0, sentinel 64, overwritten 0" in texts
+    assert "right 111, wrong 74, sentinel 37, overwritten 27" in texts  # 2 rows of 37 wrong
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input: a clear error, and no figure left open. Only the line view, which a reader points
 # at weights of their own, checks its input; the other diagrams draw a chapter's fixed tensors.
@@ -403,6 +488,46 @@ BAD: list[tuple[Callable[[], object], type[Exception], str]] = [
         lambda: figures.plot_attention_lines(torch.ones(2, 2, dtype=torch.long)),
         TypeError,
         r"weights: expected a floating-point tensor",
+    ),
+]
+
+
+# Chapter 8's plots draw what its kernels wrote, tensors a reader may pass by mistake.
+BAD += [
+    (
+        lambda: figures.plot_key_blocks({True: causal_kinds(3)}, 100, 100, 32),
+        ValueError,
+        r"kinds\[True\]: expected \(query blocks, key blocks\) = \(4, 4\), got \(3, 3\)",
+    ),
+    (
+        lambda: figures.plot_key_blocks({True: causal_kinds(4) * 2}, 100, 100, 32),
+        ValueError,
+        r"kinds\[True\]: expected kinds 0 \(skipped\), 1 \(no mask\) or 2 \(masked\)",
+    ),
+    (
+        lambda: figures.plot_key_blocks({True: causal_kinds(4).float()}, 100, 100, 32),
+        TypeError,
+        r"kinds\[True\]: expected an integer tensor of tile kinds, got torch.float32",
+    ),
+    (
+        lambda: figures.plot_key_blocks({}, 100, 100, 32),
+        ValueError,
+        r"kinds: expected one or two panels, got 0",
+    ),
+    (
+        lambda: figures.plot_sentinels({"a": sentinel_buffer()[:100]}, SOFTMAX, SENTINEL),
+        ValueError,
+        r"buffers\['a'\]: expected a 1-d buffer of 185 to 481 numbers",
+    ),
+    (
+        lambda: figures.plot_sentinels({"a": sentinel_buffer()}, SOFTMAX.flatten(), SENTINEL),
+        ValueError,
+        r"expected: expected \(rows, cols\) with 1 to 40 columns, got \(185,\)",
+    ),
+    (
+        lambda: figures.plot_sentinels({"a": sentinel_buffer().long()}, SOFTMAX, SENTINEL),
+        TypeError,
+        r"buffers\['a'\]: expected a floating-point tensor",
     ),
 ]
 

@@ -2,12 +2,16 @@
 
 Without a GPU they run in Triton's interpreter (``TRITON_INTERPRET=1``, set by conftest.py
 before anything imports Triton), checked against chapter 3's ``attention`` and autograd. The
-interpreter runs code a GPU compiler would reject, so the kernels are also compiled for sm_90
-and sm_80 here, in a subprocess without the interpreter flag (Triton reads it on import).
+interpreter runs code a GPU compiler would reject, so the kernels, and those the chapter's page
+writes, are also compiled for sm_90 and sm_80 here, in a subprocess without the interpreter flag
+(Triton reads it on import).
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import math
 import os
 import re
 import subprocess
@@ -85,6 +89,20 @@ def test_float16_stays_within_float16_rounding(causal: bool) -> None:
     for x, e in zip((q, k, v), exact, strict=True):
         assert x.grad is not None and e.grad is not None
         torch.testing.assert_close(x.grad.float(), e.grad, atol=1e-2, rtol=0)
+
+
+@needs_kernels
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_log_sum_exp_is_chapter_7s_in_base_2(causal: bool) -> None:
+    # The backward kernels compute with exp2: the forward kernel keeps L log2(e), where
+    # chapter 7's tiled_attention returns L = m + log(l) in natural log.
+    from attention_from_scratch.tiled import tiled_attention
+
+    q, k, v = draw(1, 2, B + 9, 32, seed=5)
+    out, lse = torch.empty_like(q), q.new_empty(q.shape[:3])
+    fused._forward(q, k, v, causal, out, lse)
+    _, natural = tiled_attention(q, k, v, block_size=16, causal=causal, return_lse=True)
+    torch.testing.assert_close(lse, natural / math.log(2), atol=1e-5, rtol=1e-5)
 
 
 SENTINEL = 1234.5
@@ -183,14 +201,32 @@ GOOD = torch.zeros(1, 2, 4, 16)
     ("args", "kwargs", "error", "message"),
     [
         (([[1.0]], GOOD, GOOD), {}, TypeError, r"^queries: expected a torch.Tensor"),
-        ((GOOD, GOOD.long(), GOOD), {}, TypeError, r"^keys: expected float16, .*got torch.int64"),
-        ((GOOD[0], GOOD, GOOD), {}, ValueError, r"^queries: expected a non-empty \(b, h, t"),
+        (
+            (GOOD, GOOD.long(), GOOD),
+            {},
+            TypeError,
+            r"^keys: expected a floating-point tensor, got torch.int64",
+        ),
+        (
+            (GOOD[0], GOOD, GOOD),
+            {},
+            ValueError,
+            r"^queries: expected a tensor of shape \(b, h, t, d_h\)",
+        ),
         ((GOOD, GOOD, GOOD.double()), {}, ValueError, r"^values: expected torch.float32"),
-        ((GOOD, GOOD[:, :1], GOOD[:, :1]), {}, ValueError, r"^keys, values: expected \(b, h"),
-        ((GOOD, GOOD, GOOD[..., :8]), {}, ValueError, r"^keys, values: expected"),
+        (
+            (GOOD, GOOD[:, :1], GOOD[:, :1]),
+            {},
+            ValueError,
+            r"^keys: expected \(b, h, s, d_h\) with b, h, d_h = 1, 2, 16",
+        ),
+        ((GOOD, GOOD, GOOD[..., :8]), {}, ValueError, r"^values: expected the shape of the keys"),
         ((GOOD[..., :8],) * 3, {}, ValueError, r"^queries: expected d_h in \(16, 32, 64, 128\)"),
         ((GOOD, GOOD[:, :, :3], GOOD[:, :, :3]), {"is_causal": True}, ValueError, r"^keys: "),
         ((GOOD, GOOD, GOOD), {"is_causal": 1}, TypeError, r"^is_causal: expected a bool"),
+        ((GOOD.to(torch.float8_e4m3fn),) * 3, {}, TypeError, r"^queries: expected float16, bf"),
+        ((GOOD[:0],) * 3, {}, ValueError, r"^queries: expected b, h >= 1, got shape \(0, 2, 4, 16"),
+        ((GOOD[:, :, :0],) * 3, {}, ValueError, r"^queries, keys: expected at least one token"),
     ],
 )
 def test_bad_input_gets_a_clear_error(
@@ -328,3 +364,75 @@ def test_a_kernel_the_gpu_compiler_rejects_fails_to_compile(tmp_path: Path) -> N
     done = compile_kernels(90, "fp16", True, tmp_path, ["_forward_kernel"], script)
     assert done.returncode != 0
     assert "CompilationError" in done.stderr
+
+
+# The chapter's own kernels (the cells of book/08 that define them) compile for a GPU too: the
+# page runs them compiled wherever there is one.
+PAGE_COMPILE = textwrap.dedent(
+    """
+    import sys
+    import triton
+    from triton.backends.compiler import GPUTarget
+    import page_kernels
+
+    scalars = {"n_cols": "i32", "n_blocks": "i32", "t": "i32", "s": "i32"}
+    scalars |= {"qk_scale": "fp32", "scale": "fp32"}
+    for name, kernel in vars(page_kernels).items():
+        if not isinstance(kernel, triton.JITFunction) or not name.endswith("_kernel"):
+            continue  # a helper (fold_tiles), compiled inside the kernels that call it
+        for dtype, causal in (("fp16", True), ("fp32", False)):
+            constexprs = {"CAUSAL": causal, "BLOCK": 32, "D": 64}
+            signature = {}
+            for arg in kernel.arg_names:
+                if arg in constexprs:
+                    signature[arg] = "constexpr"
+                elif arg in ("lse_ptr", "delta_ptr"):
+                    signature[arg] = "*fp32"
+                elif arg == "kinds_ptr":
+                    signature[arg] = "*i32"
+                elif arg.endswith("_ptr"):
+                    signature[arg] = "*" + dtype
+                else:
+                    signature[arg] = scalars[arg]
+            where = {
+                (kernel.arg_names.index(k),): v
+                for k, v in constexprs.items()
+                if k in kernel.arg_names
+            }
+            source = triton.compiler.ASTSource(kernel, signature, where)
+            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+            assert compiled.asm["cubin"], name
+            print(name, dtype)
+    """
+)
+
+
+@pytest.mark.slow
+def test_the_chapters_kernels_compile_for_a_gpu(tmp_path: Path) -> None:
+    notebook = json.loads((ROOT / "book" / "08_fused_attention.ipynb").read_text("utf-8"))
+    # Every function the cells decorate with @triton.jit, without the code that runs them;
+    # Triton reads a kernel's source from its file, so they become a module.
+    kernels = [
+        ast.unparse(node)
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code"
+        for node in ast.parse("".join(cell["source"])).body
+        if isinstance(node, ast.FunctionDef)
+        and any(ast.unparse(d) == "triton.jit" for d in node.decorator_list)
+    ]
+    header = "import triton\nimport triton.language as tl\n\n\n"
+    (tmp_path / "page_kernels.py").write_text(header + "\n\n\n".join(kernels), "utf-8")
+    script = PAGE_COMPILE.replace(
+        "import page_kernels", f"sys.path.insert(0, {str(tmp_path)!r})\nimport page_kernels"
+    )
+    done = compile_kernels(90, "fp16", True, tmp_path / "cache", [], script)
+    assert done.returncode == 0, done.stderr[-3000:]
+    compiled = {line.split()[0] for line in done.stdout.splitlines()}
+    assert compiled == {
+        "softmax_kernel",
+        "unmasked_softmax_kernel",
+        "forward_kernel",
+        "tiles_kernel",
+        "dkdv_kernel",
+        "dq_kernel",
+    }

@@ -84,3 +84,17 @@ def test_refuses_builtins_with_a_clear_error() -> None:
 def test_docstrings_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match="docstrings: expected a bool, got str"):
         show_source(softmax_naive, docstrings="no")  # type: ignore[arg-type]
+
+
+def test_a_triton_kernel_shows_the_function_it_compiles() -> None:
+    pytest.importorskip("triton", reason="Triton is optional: it has no wheel for this platform")
+    from attention_from_scratch import fused
+
+    shown = show_source(fused._forward_kernel, docstrings=False)
+    assert str(shown).startswith("@_jit\ndef _forward_kernel(")
+    assert shown.where.startswith("attention_from_scratch/fused.py, lines ")
+    # An object of Triton's that is not a kernel is refused as any other object is.
+    import triton.language as tl
+
+    with pytest.raises(TypeError, match="obj: expected a class, function or method, got"):
+        show_source(tl.constexpr(3))

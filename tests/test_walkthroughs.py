@@ -56,6 +56,7 @@ def test_every_run_of_shown_code_is_walked_through_or_listed() -> None:
         "05_tensor_layout",
         "06_attention_that_learns",
         "07_attention_at_scale",
+        "08_fused_attention",
     }
 
 

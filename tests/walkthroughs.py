@@ -29,10 +29,12 @@ Anything else is not code of the shown object and is not checked: shapes ``(b, t
 from __future__ import annotations
 
 import builtins
+import importlib
 import inspect
 import json
 import re
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
@@ -98,9 +100,17 @@ def chapters_that_show_source() -> list[str]:
 
 
 def resolve(dotted: str) -> object:
+    """What a page shows: a name of the package, or of one of its modules
+    (``fused._forward_kernel``); a Triton kernel stands for the function it compiles."""
     obj: object = afs
     for part in dotted.split("."):
-        obj = getattr(obj, part)
+        if isinstance(obj, ModuleType) and not hasattr(obj, part):  # a module not imported yet
+            obj = importlib.import_module(f"{obj.__name__}.{part}")
+        else:
+            obj = getattr(obj, part)
+    compiled = getattr(obj, "fn", None)
+    if type(obj).__module__.startswith("triton.") and inspect.isfunction(compiled):
+        obj = compiled
     return obj
 
 

@@ -358,3 +358,46 @@ def check_padding_mask(mask: object, b: int, s: int, device: torch.device) -> to
             f"{device}, got {mask.device}; move it with .to(device)"
         )
     return mask
+
+
+def _check_head_tensor(name: str, x: object, shape: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor of shape {shape}, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
+    if x.dim() != 4:
+        raise ValueError(f"{name}: expected a tensor of shape {shape}, got shape {tuple(x.shape)}")
+    return x
+
+
+def check_head_inputs(
+    queries: object, keys: object, values: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Return the queries, keys and values of a function that takes them head by head:
+    floating-point tensors ``(b, h, t, d_h)`` and ``(b, h, s, d_h)`` of one dtype, on one
+    device, with ``t, s >= 1`` (chapter 7's tiled attention, chapter 8's kernels)."""
+    queries = _check_head_tensor("queries", queries, "(b, h, t, d_h)")
+    keys = _check_head_tensor("keys", keys, "(b, h, s, d_h)")
+    values = _check_head_tensor("values", values, "(b, h, s, d_h)")
+    if keys.shape != values.shape:
+        raise ValueError(
+            f"values: expected the shape of the keys {tuple(keys.shape)}, got {tuple(values.shape)}"
+        )
+    if queries.shape[:2] != keys.shape[:2] or queries.shape[3] != keys.shape[3]:
+        b, h, _, d_h = queries.shape
+        raise ValueError(
+            f"keys: expected (b, h, s, d_h) with b, h, d_h = {b}, {h}, {d_h} like the "
+            f"queries, got shape {tuple(keys.shape)}"
+        )
+    for name, x in (("keys", keys), ("values", values)):
+        if x.device != queries.device or x.dtype != queries.dtype:
+            raise ValueError(
+                f"{name}: expected {queries.dtype} on {queries.device} like the queries, "
+                f"got {x.dtype} on {x.device}"
+            )
+    if queries.shape[2] == 0 or keys.shape[2] == 0:
+        raise ValueError(
+            f"queries, keys: expected at least one token each, got t={queries.shape[2]}, "
+            f"s={keys.shape[2]}"
+        )
+    return queries, keys, values

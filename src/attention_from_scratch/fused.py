@@ -21,11 +21,12 @@ running a kernel raises an error that says so. Dimension names: ``b`` batch, ``h
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 
-from ._checks import check_bool
+from ._checks import check_bool, check_head_inputs
 
 try:
     import triton
@@ -143,33 +144,52 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 @_jit
-def _forward_tiles(  # type: ignore[no-untyped-def]
-    acc, row_sum, row_max, q, k_ptr, v_ptr, rows, lo, hi, s, qk_scale,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr,
+def _key_range(  # type: ignore[no-untyped-def]
+    q0, s, MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK: tl.constexpr
 ):  # fmt: skip
-    # Chapter 7's inner loop: fold the key blocks lo, lo + BLOCK, ... < hi into the state.
-    dims = tl.arange(0, D)
+    # The key blocks k0 in range(lo, hi, BLOCK) that the query block at q0
+    # folds in: the ones that need no mask, or (MASKED) the ones that do.
+    if CAUSAL:  # wholly in the past; then the one on the diagonal
+        split, end = q0, tl.minimum(q0 + BLOCK, s)
+    else:  # every whole block; then the ragged last one, if any
+        split, end = (s // BLOCK) * BLOCK, s
+    lo = split if MASKED else 0
+    hi = end if MASKED else split
+    return lo, hi
+
+
+@_jit
+def _forward_tiles(  # type: ignore[no-untyped-def]
+    acc, row_sum, m, q, k_ptr, v_ptr, rows, q0, s, qk_scale,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK: tl.constexpr, D: tl.constexpr,
+):  # fmt: skip
+    # Chapter 7's inner loop: fold key blocks into the running state.
+    lo, hi = _key_range(q0, s, MASKED, CAUSAL, BLOCK)
     for k0 in range(lo, hi, BLOCK):
         cols = k0 + tl.arange(0, BLOCK)
-        if MASKED:  # the last block: past the end, or on the diagonal
+        at = cols[:, None] * D + tl.arange(0, D)[None, :]  # (bk, d_h)
+        if MASKED:  # past the end, or on the diagonal
+            k = tl.load(k_ptr + at, mask=cols[:, None] < s, other=0)
+            v = tl.load(v_ptr + at, mask=cols[:, None] < s, other=0)
+        else:  # wholly inside, and in the past: no mask at all
+            k = tl.load(k_ptr + at)
+            v = tl.load(v_ptr + at)
+        scores = tl.dot(q, tl.trans(k), input_precision="ieee")  # (bq, bk)
+        scores *= qk_scale  # scaled, in base 2
+        if MASKED:
             keep = cols[None, :] < s
             if CAUSAL:
                 keep = keep & (cols[None, :] <= rows[:, None])
-            k = tl.load(k_ptr + cols[:, None] * D + dims[None, :], mask=cols[:, None] < s, other=0)
-            v = tl.load(v_ptr + cols[:, None] * D + dims[None, :], mask=cols[:, None] < s, other=0)
-        else:  # a block wholly inside and in the past: no mask at all
-            k = tl.load(k_ptr + cols[:, None] * D + dims[None, :])
-            v = tl.load(v_ptr + cols[:, None] * D + dims[None, :])
-        scores = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK, BLOCK), log2 units
-        if MASKED:
             scores = tl.where(keep, scores, -float("inf"))
-        new_max = tl.maximum(row_max, tl.max(scores, axis=1))
-        rescale = tl.exp2(row_max - new_max)  # 0 on the first block (exp2(-inf))
-        p = tl.exp2(scores - new_max[:, None])
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        rescale = tl.exp2(m - m_new)  # 0 on the first block
+        p = tl.exp2(scores - m_new[:, None])
         row_sum = row_sum * rescale + tl.sum(p, axis=1)
-        acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v)  # (BLOCK, D)
-        row_max = new_max
-    return acc, row_sum, row_max
+        pv = tl.dot(p.to(v.dtype), v, input_precision="ieee")  # (bq, d_h)
+        acc = acc * rescale[:, None] + pv
+        m = m_new
+    return acc, row_sum, m
 
 
 @_jit
@@ -180,33 +200,26 @@ def _forward_kernel(  # type: ignore[no-untyped-def]
     q0 = tl.program_id(0) * BLOCK  # this program's query block
     bh = tl.program_id(1)  # and its (batch, head) pair
     rows = q0 + tl.arange(0, BLOCK)
-    dims = tl.arange(0, D)
-    q_ptr += bh * t * D  # contiguous (b, h, t, d_h): each head is one (t, D) matrix
-    k_ptr += bh * s * D
-    v_ptr += bh * s * D
-    q = tl.load(q_ptr + rows[:, None] * D + dims[None, :], mask=rows[:, None] < t, other=0)
+    q_at = bh * t * D + rows[:, None] * D + tl.arange(0, D)[None, :]
+    q = tl.load(q_ptr + q_at, mask=rows[:, None] < t, other=0)
     acc = tl.zeros((BLOCK, D), dtype=tl.float32)
     row_sum = tl.zeros((BLOCK,), dtype=tl.float32)
-    row_max = tl.full((BLOCK,), -float("inf"), dtype=tl.float32)
-    # Causal: the blocks before q0 are wholly in the past, the block at q0 is on the
-    # diagonal, the blocks after it are in the future and skipped. Otherwise every whole
-    # block, then the ragged last one.
-    split = q0 if CAUSAL else (s // BLOCK) * BLOCK
-    end = tl.minimum(q0 + BLOCK, s) if CAUSAL else s
-    acc, row_sum, row_max = _forward_tiles(
-        acc, row_sum, row_max, q, k_ptr, v_ptr, rows, 0, split, s, qk_scale,
+    m = tl.full((BLOCK,), -float("inf"), dtype=tl.float32)
+    k_ptr += bh * s * D  # this head's keys and values
+    v_ptr += bh * s * D
+    acc, row_sum, m = _forward_tiles(
+        acc, row_sum, m, q, k_ptr, v_ptr, rows, q0, s, qk_scale,
         False, CAUSAL, BLOCK, D,
     )  # fmt: skip
-    acc, row_sum, row_max = _forward_tiles(
-        acc, row_sum, row_max, q, k_ptr, v_ptr, rows, split, end, s, qk_scale,
+    acc, row_sum, m = _forward_tiles(
+        acc, row_sum, m, q, k_ptr, v_ptr, rows, q0, s, qk_scale,
         True, CAUSAL, BLOCK, D,
     )  # fmt: skip
-    out = acc / row_sum[:, None]  # every row saw at least one key: row_sum >= 1
-    lse = (row_max + tl.log2(row_sum)) / 1.4426950408889634  # natural log, for the backward
-    tl.store(lse_ptr + bh * t + rows, lse, mask=rows < t)
-    out_ptr += bh * t * D
-    tl.store(out_ptr + rows[:, None] * D + dims[None, :], out.to(out_ptr.dtype.element_ty),
-             mask=rows[:, None] < t)  # fmt: skip
+    # Every row saw a key: row_sum >= 1. The log-sum-exp is kept in base 2,
+    # as the backward kernels use it.
+    tl.store(lse_ptr + bh * t + rows, m + tl.log2(row_sum), mask=rows < t)
+    out = (acc / row_sum[:, None]).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + q_at, out, mask=rows[:, None] < t)
 
 
 # ---- the backward pass --------------------------------------------------------------------
@@ -214,44 +227,49 @@ def _forward_kernel(  # type: ignore[no-untyped-def]
 
 @_jit
 def _backward_dkdv_kernel(  # type: ignore[no-untyped-def]
-    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, t, s, qk_scale, scale,
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
+    t, s, qk_scale, scale,
     CAUSAL: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr,
 ):  # fmt: skip
-    # One key block per program: dV = P^T dO and dK = dS^T Q, summed over query blocks.
+    # One key block per program: dV = P^T dO and dK = dS^T Q, summed over
+    # the query blocks that see it.
     k0 = tl.program_id(0) * BLOCK
     bh = tl.program_id(1)
     cols = k0 + tl.arange(0, BLOCK)
     dims = tl.arange(0, D)
-    kv_offsets = bh * s * D + cols[:, None] * D + dims[None, :]
-    k = tl.load(k_ptr + kv_offsets, mask=cols[:, None] < s, other=0)
-    v = tl.load(v_ptr + kv_offsets, mask=cols[:, None] < s, other=0)
+    kv_at = bh * s * D + cols[:, None] * D + dims[None, :]
+    k = tl.load(k_ptr + kv_at, mask=cols[:, None] < s, other=0)
+    v = tl.load(v_ptr + kv_at, mask=cols[:, None] < s, other=0)
     dk = tl.zeros((BLOCK, D), dtype=tl.float32)
     dv = tl.zeros((BLOCK, D), dtype=tl.float32)
-    # Causal: only the queries from k0 on see these keys. Padded rows load zeros and add 0.
+    # Padded rows load zeros: their dO is 0, and so is all they add.
     for q0 in range(k0 if CAUSAL else 0, t, BLOCK):
         rows = q0 + tl.arange(0, BLOCK)
-        q_offsets = bh * t * D + rows[:, None] * D + dims[None, :]
-        q = tl.load(q_ptr + q_offsets, mask=rows[:, None] < t, other=0)
-        do = tl.load(do_ptr + q_offsets, mask=rows[:, None] < t, other=0)
+        q_at = bh * t * D + rows[:, None] * D + dims[None, :]
+        q = tl.load(q_ptr + q_at, mask=rows[:, None] < t, other=0)
+        do = tl.load(do_ptr + q_at, mask=rows[:, None] < t, other=0)
         lse = tl.load(lse_ptr + bh * t + rows, mask=rows < t, other=0)
         delta = tl.load(delta_ptr + bh * t + rows, mask=rows < t, other=0)
-        scores_t = tl.dot(k, tl.trans(q)) * qk_scale  # (BLOCK keys, BLOCK queries)
-        p_t = tl.exp2(scores_t - lse[None, :] * 1.4426950408889634)  # the weights again
+        scores_t = tl.dot(k, tl.trans(q), input_precision="ieee")  # (bk, bq)
+        p_t = tl.exp2(scores_t * qk_scale - lse[None, :])  # the weights
         keep = cols[:, None] < s
         if CAUSAL:
             keep = keep & (cols[:, None] <= rows[None, :])
         p_t = tl.where(keep, p_t, 0.0)
-        dv += tl.dot(p_t.to(do.dtype), do)  # (BLOCK, D)
-        dp_t = tl.dot(v, tl.trans(do))  # (BLOCK, BLOCK)
+        dv += tl.dot(p_t.to(do.dtype), do, input_precision="ieee")  # (bk, d_h)
+        dp_t = tl.dot(v, tl.trans(do), input_precision="ieee")  # (bk, bq)
         ds_t = p_t * (dp_t - delta[None, :])
-        dk += tl.dot(ds_t.to(q.dtype), q)  # (BLOCK, D)
-    tl.store(dk_ptr + kv_offsets, (dk * scale).to(dk_ptr.dtype.element_ty), mask=cols[:, None] < s)
-    tl.store(dv_ptr + kv_offsets, dv.to(dv_ptr.dtype.element_ty), mask=cols[:, None] < s)
+        dk += tl.dot(ds_t.to(q.dtype), q, input_precision="ieee")  # (bk, d_h)
+    dk = (dk * scale).to(dk_ptr.dtype.element_ty)
+    tl.store(dk_ptr + kv_at, dk, mask=cols[:, None] < s)
+    dv = dv.to(dv_ptr.dtype.element_ty)
+    tl.store(dv_ptr + kv_at, dv, mask=cols[:, None] < s)
 
 
 @_jit
 def _backward_dq_kernel(  # type: ignore[no-untyped-def]
-    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, t, s, qk_scale, scale,
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
+    t, s, qk_scale, scale,
     CAUSAL: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr,
 ):  # fmt: skip
     # One query block per program: dQ = dS K, summed over key blocks.
@@ -259,26 +277,28 @@ def _backward_dq_kernel(  # type: ignore[no-untyped-def]
     bh = tl.program_id(1)
     rows = q0 + tl.arange(0, BLOCK)
     dims = tl.arange(0, D)
-    q_offsets = bh * t * D + rows[:, None] * D + dims[None, :]
-    q = tl.load(q_ptr + q_offsets, mask=rows[:, None] < t, other=0)
-    do = tl.load(do_ptr + q_offsets, mask=rows[:, None] < t, other=0)
+    q_at = bh * t * D + rows[:, None] * D + dims[None, :]
+    q = tl.load(q_ptr + q_at, mask=rows[:, None] < t, other=0)
+    do = tl.load(do_ptr + q_at, mask=rows[:, None] < t, other=0)
     lse = tl.load(lse_ptr + bh * t + rows, mask=rows < t, other=0)
     delta = tl.load(delta_ptr + bh * t + rows, mask=rows < t, other=0)
     dq = tl.zeros((BLOCK, D), dtype=tl.float32)
     for k0 in range(0, tl.minimum(q0 + BLOCK, s) if CAUSAL else s, BLOCK):
         cols = k0 + tl.arange(0, BLOCK)
-        kv_offsets = bh * s * D + cols[:, None] * D + dims[None, :]
-        k = tl.load(k_ptr + kv_offsets, mask=cols[:, None] < s, other=0)
-        v = tl.load(v_ptr + kv_offsets, mask=cols[:, None] < s, other=0)
-        scores = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK, BLOCK)
-        p = tl.exp2(scores - lse[:, None] * 1.4426950408889634)
+        kv_at = bh * s * D + cols[:, None] * D + dims[None, :]
+        k = tl.load(k_ptr + kv_at, mask=cols[:, None] < s, other=0)
+        v = tl.load(v_ptr + kv_at, mask=cols[:, None] < s, other=0)
+        scores = tl.dot(q, tl.trans(k), input_precision="ieee")  # (bq, bk)
+        p = tl.exp2(scores * qk_scale - lse[:, None])  # the weights
         keep = cols[None, :] < s
         if CAUSAL:
             keep = keep & (cols[None, :] <= rows[:, None])
         p = tl.where(keep, p, 0.0)
-        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])  # (BLOCK, BLOCK)
-        dq += tl.dot(ds.to(k.dtype), k)  # (BLOCK, D)
-    tl.store(dq_ptr + q_offsets, (dq * scale).to(dq_ptr.dtype.element_ty), mask=rows[:, None] < t)
+        dp = tl.dot(do, tl.trans(v), input_precision="ieee")  # (bq, bk)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k, input_precision="ieee")  # (bq, d_h)
+    dq = (dq * scale).to(dq_ptr.dtype.element_ty)
+    tl.store(dq_ptr + q_at, dq, mask=rows[:, None] < t)
 
 
 # ---- the autograd Function and the public function ----------------------------------------
@@ -292,7 +312,8 @@ def _forward(
     out: torch.Tensor,
     lse: torch.Tensor,
 ) -> None:
-    """Launch the forward kernel on contiguous inputs, writing into ``out`` and ``lse``."""
+    """Launch the forward kernel on contiguous inputs, writing into ``out`` and ``lse`` (the
+    log-sum-exp of each query's scaled scores, in base 2: chapter 7's ``L`` times log2(e))."""
     b, h, t, d_h = q.shape
     s = k.shape[2]
     grid = (triton.cdiv(t, BLOCK), b * h)  # (query blocks, heads)
@@ -333,8 +354,9 @@ class FlashAttention(torch.autograd.Function):
     """FlashAttention-2 as an autograd Function: Triton kernels forward and backward.
 
     The forward pass saves the inputs, the output and one log-sum-exp per query (linear in
-    ``t``, as chapter 7's ``TiledAttention``); the backward pass recomputes the weights from
-    it. ``dK`` and ``dV`` are summed per key block by one kernel; ``dQ`` per query block by a
+    ``t``, as chapter 7's ``TiledAttention``), kept in base 2 (``L`` times log2(e)) because
+    the kernels compute with ``exp2``; the backward pass recomputes the weights from it.
+    ``dK`` and ``dV`` are summed per key block by one kernel; ``dQ`` per query block by a
     second one, which recomputes the weights once more instead of adding partial sums into
     ``dQ`` from every key block with ``tl.atomic_add``: each program then writes only its own
     rows, so the result is the same on every run (atomic additions land in any order, and
@@ -356,7 +378,11 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        causal: bool,
     ) -> torch.Tensor:
         out = torch.empty_like(q)  # (b, h, t, d_h)
         lse = q.new_empty(q.shape[:3], dtype=torch.float32)  # (b, h, t)
@@ -366,41 +392,29 @@ class FlashAttention(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(
+        ctx: Any,
+        grad_out: torch.Tensor,
+    ) -> tuple[torch.Tensor | None, ...]:
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        _backward(q, k, v, out, lse, grad_out.contiguous(), ctx.causal, dq, dk, dv)
+        dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
+        grad_out = grad_out.contiguous()
+        _backward(q, k, v, out, lse, grad_out, ctx.causal, dq, dk, dv)
         return dq, dk, dv, None
+
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _check_inputs(
     queries: object, keys: object, values: object, is_causal: object
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
-    tensors = []
-    for name, x, shape in (
-        ("queries", queries, "(b, h, t, d_h)"),
-        ("keys", keys, "(b, h, s, d_h)"),
-        ("values", values, "(b, h, s, d_h)"),
-    ):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name}: expected a torch.Tensor {shape}, got {type(x).__name__}")
-        if x.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            raise TypeError(f"{name}: expected float16, bfloat16, float32 or 64, got {x.dtype}")
-        if x.dim() != 4 or 0 in x.shape:
-            raise ValueError(f"{name}: expected a non-empty {shape} tensor, got {tuple(x.shape)}")
-        tensors.append(x)
-    q, k, v = tensors
-    for name, x in (("keys", k), ("values", v)):
-        if x.dtype != q.dtype or x.device != q.device:
-            raise ValueError(
-                f"{name}: expected {q.dtype} on {q.device} like queries, "
-                f"got {x.dtype} on {x.device}"
-            )
-    if k.shape != v.shape or k.shape[:2] != q.shape[:2] or k.shape[3] != q.shape[3]:
-        raise ValueError(
-            f"keys, values: expected (b, h, s, d_h) = ({q.shape[0]}, {q.shape[1]}, s, "
-            f"{q.shape[3]}) like queries, got {tuple(k.shape)} and {tuple(v.shape)}"
-        )
+    """Chapter 7's checks of the shapes, dtypes and devices, then what the kernels need."""
+    q, k, v = check_head_inputs(queries, keys, values)
+    if q.dtype not in _DTYPES:
+        raise TypeError(f"queries: expected float16, bfloat16, float32 or float64, got {q.dtype}")
+    if q.shape[0] == 0 or q.shape[1] == 0:
+        raise ValueError(f"queries: expected b, h >= 1, got shape {tuple(q.shape)}")
     if q.shape[3] not in _HEAD_SIZES:
         raise ValueError(f"queries: expected d_h in {_HEAD_SIZES}, got d_h={q.shape[3]}")
     is_causal = check_bool("is_causal", is_causal)
@@ -430,7 +444,9 @@ def flash_attention(
     The function of :func:`~attention_from_scratch.attention` (scale ``1 / sqrt(d_h)``, no
     dropout), computed as FlashAttention-2 does: a program per block of ``BLOCK`` queries
     and head visits the keys and values block by block with an online softmax, skipping the
-    blocks in the future when causal. Gradients flow through :class:`FlashAttention`.
+    blocks in the future when causal. Gradients flow through :class:`FlashAttention`. The
+    products run in full float32 precision on a GPU too (``input_precision="ieee"``), not
+    in its default TF32.
 
     Args:
         queries: ``(b, h, t, d_h)``, float16 or float32 (bfloat16 on a GPU only; float64 in
@@ -446,6 +462,6 @@ def flash_attention(
     Introduced in chapter 8.
     """
     q, k, v, is_causal = _check_inputs(queries, keys, values, is_causal)
-    # torch types Function.apply without annotations.
-    out: torch.Tensor = FlashAttention.apply(q, k, v, is_causal)  # type: ignore[no-untyped-call]
-    return out
+    # torch types Function.apply without annotations: say what it returns.
+    apply: Callable[..., torch.Tensor] = FlashAttention.apply
+    return apply(q, k, v, is_causal)

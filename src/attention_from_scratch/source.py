@@ -76,7 +76,8 @@ def show_source(obj: object, *, docstrings: bool = True) -> SourceCode:
 
     Args:
         obj: a class, a function or a method (e.g. ``MultiHeadAttention`` or
-            ``MultiHeadAttention.forward``).
+            ``MultiHeadAttention.forward``), or a Triton kernel (shown as the function it
+            compiles, decorator included).
         docstrings: keep the docstrings (default); ``False`` leaves them out, so that a long
             class fits on one screen and the reader sees only its code.
 
@@ -84,7 +85,8 @@ def show_source(obj: object, *, docstrings: bool = True) -> SourceCode:
         A :class:`SourceCode`, shown as a highlighted block when it is a cell's last value.
 
     Raises:
-        TypeError: ``obj`` is not a class, function or method, or ``docstrings`` is not a bool.
+        TypeError: ``obj`` is not a class, function, method or Triton kernel, or
+            ``docstrings`` is not a bool.
         ValueError: the source of ``obj`` cannot be found (e.g. it was defined in a notebook
             cell or is built into Python).
     """
@@ -92,6 +94,10 @@ def show_source(obj: object, *, docstrings: bool = True) -> SourceCode:
         raise TypeError(f"docstrings: expected a bool, got {type(docstrings).__name__}")
     if isinstance(obj, MethodType):
         obj = obj.__func__
+    # A Triton kernel (chapter 8) keeps the Python function it compiles in `fn`.
+    kernel_fn = getattr(obj, "fn", None)
+    if type(obj).__module__.startswith("triton.") and isinstance(kernel_fn, FunctionType):
+        obj = kernel_fn
     if not isinstance(obj, (type, FunctionType)):
         raise TypeError(
             f"obj: expected a class, function or method, got {type(obj).__name__} {obj!r}"

@@ -18,47 +18,7 @@ from typing import Any
 
 import torch
 
-from ._checks import check_bool, check_padding_mask, check_positive_int
-
-
-def _check_4d(name: str, x: object, shape: str) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor of shape {shape}, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
-    if x.dim() != 4:
-        raise ValueError(f"{name}: expected a tensor of shape {shape}, got shape {tuple(x.shape)}")
-    return x
-
-
-def _check_inputs(
-    queries: object, keys: object, values: object
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    queries = _check_4d("queries", queries, "(b, h, t, d_h)")
-    keys = _check_4d("keys", keys, "(b, h, s, d_h)")
-    values = _check_4d("values", values, "(b, h, s, d_h)")
-    if keys.shape != values.shape:
-        raise ValueError(
-            f"values: expected the shape of the keys {tuple(keys.shape)}, got {tuple(values.shape)}"
-        )
-    if queries.shape[:2] != keys.shape[:2] or queries.shape[3] != keys.shape[3]:
-        b, h, _, d_h = queries.shape
-        raise ValueError(
-            f"keys: expected (b, h, s, d_h) with b, h, d_h = {b}, {h}, {d_h} like the "
-            f"queries, got shape {tuple(keys.shape)}"
-        )
-    for name, x in (("keys", keys), ("values", values)):
-        if x.device != queries.device or x.dtype != queries.dtype:
-            raise ValueError(
-                f"{name}: expected {queries.dtype} on {queries.device} like the queries, "
-                f"got {x.dtype} on {x.device}"
-            )
-    if queries.shape[2] == 0 or keys.shape[2] == 0:
-        raise ValueError(
-            f"queries, keys: expected at least one token each, got t={queries.shape[2]}, "
-            f"s={keys.shape[2]}"
-        )
-    return queries, keys, values
+from ._checks import check_bool, check_head_inputs, check_padding_mask, check_positive_int
 
 
 def _mask_tile(
@@ -137,7 +97,7 @@ def tiled_attention(
 
     Introduced in chapter 7.
     """
-    queries, keys, values = _check_inputs(queries, keys, values)
+    queries, keys, values = check_head_inputs(queries, keys, values)
     block_size = check_positive_int("block_size", block_size)
     causal = check_bool("causal", causal)
     return_lse = check_bool("return_lse", return_lse)

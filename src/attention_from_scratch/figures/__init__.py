@@ -1,14 +1,16 @@
-"""The book's figures, every one of them under this one name (chapters 1 to 7).
+"""The book's figures, every one of them under this one name (chapters 1 to 8).
 
 The data plots show numbers: attention heatmaps (``plot_attention``, ``plot_attention_heads``),
 the line view of the heads (``plot_attention_lines``) and a tensor's layout (``plot_layout``).
 The schematic diagrams (``draw_*``) show the steps: a query reaching for every key, the blocks
 of a projection, a mask cutting the future off, heads sliced out of one wide projection,
-strides over storage, a cache growing by one column, tiles sweeping a matrix. Each is drawn
-from the tensors and sizes the chapter passes in, so it cannot drift from the code.
+strides over storage, a cache growing by one column, tiles sweeping a matrix, a kernel's grid
+of programs. Each is drawn from the tensors and sizes the chapter passes in, so it cannot
+drift from the code; chapter 8's two plots (``plot_key_blocks``, ``plot_sentinels``) draw
+what its kernels wrote.
 
 ``style`` holds the visual language (colours by role and head, sizes, drawing helpers);
-``heatmaps`` the attention heatmaps; ``ch1`` ... ``ch7`` each chapter's diagrams. Every module
+``heatmaps`` the attention heatmaps; ``ch1`` ... ``ch8`` each chapter's diagrams. Every module
 imports matplotlib, which is slow to import: the package imports this one only when a chapter
 draws, so ``import attention_from_scratch`` stays light. Chapters import what they draw from
 here, ``from attention_from_scratch.figures import draw_dropout``.
@@ -28,6 +30,7 @@ from .ch4 import (
 from .ch5 import draw_strided_read, plot_layout
 from .ch6 import draw_induction_circuit, draw_positions_added
 from .ch7 import draw_grouped_heads, draw_kv_cache, draw_tiles
+from .ch8 import draw_program_grid, draw_program_memory, plot_key_blocks, plot_sentinels
 from .heatmaps import plot_attention, plot_attention_heads
 from .style import HEAD_COLOURS, LAYOUT_ROW_GREYS, ROLE_COLOURS
 
@@ -44,6 +47,8 @@ __all__ = [
     "draw_induction_circuit",
     "draw_kv_cache",
     "draw_positions_added",
+    "draw_program_grid",
+    "draw_program_memory",
     "draw_projections",
     "draw_query_path",
     "draw_split_numbers",
@@ -53,5 +58,7 @@ __all__ = [
     "plot_attention",
     "plot_attention_heads",
     "plot_attention_lines",
+    "plot_key_blocks",
     "plot_layout",
+    "plot_sentinels",
 ]
