@@ -26,6 +26,7 @@ import numpy as np
 from . import kernel_side
 from .spec import (
     Call,
+    Launch,
     Module,
     ModuleState,
     Other,
@@ -170,8 +171,9 @@ class Unreadable(ValueError):
     """What the kernel wrote is not a result the grader can read."""
 
 
-def read_results(folder: Path, calls: Sequence[Call]) -> list[list[StepResult]]:
-    """What the kernel sent back for each call, step by step (fewer steps where one raised).
+def read_results(folder: Path, calls: Sequence[Call | Launch]) -> list[list[StepResult]]:
+    """What the kernel sent back for each call, step by step (fewer steps where one raised);
+    a kernel :class:`~grader.spec.Launch` is one step (its harness writes the same files).
 
     Raises:
         Unreadable: no results, or results that are not what the runner writes.
@@ -243,8 +245,9 @@ def read_results(folder: Path, calls: Sequence[Call]) -> list[list[StepResult]]:
 
     results = []
     for call, got in zip(calls, data["calls"], strict=True):
+        count = len(call.steps) if isinstance(call, Call) else 1
         steps = got.get("steps") if isinstance(got, dict) else None
-        if not isinstance(steps, list) or len(steps) > len(call.steps):
+        if not isinstance(steps, list) or len(steps) > count:
             raise Unreadable("a call with more steps than it has")
         done = []
         for step in steps:
@@ -264,5 +267,5 @@ def read_results(folder: Path, calls: Sequence[Call]) -> list[list[StepResult]]:
             done.append(StepResult(leaf(step.get("value")), tuple(leaf(arg) for arg in arguments)))
         # The steps after one that raised did not run: their judges see why.
         skipped = StepResult(Raised("NotRun", "an earlier step of this call raised"))
-        results.append(done + [skipped] * (len(call.steps) - len(done)))
+        results.append(done + [skipped] * (count - len(done)))
     return results

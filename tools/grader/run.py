@@ -1,5 +1,6 @@
 """Grade one notebook: run it in a fresh kernel, then call its answers on inputs the grader
-draws, and judge what comes back in the grader's own process.
+draws, and judge what comes back in the grader's own process (a Triton kernel exercise's
+answer is read from the notebook's source and run elsewhere: ``kernels.py``).
 
 The notebook runs top to bottom in its kernel (in its sandbox), every error allowed; its own
 check cells, the students' self-checks, are left out. Then, for each auto-graded exercise of
@@ -26,8 +27,9 @@ from . import channel
 from .config import GradingConfig
 from .graded import load_chapter, variant_rng
 from .grades import CheckScore, ExerciseScore, ManualExercise, Row
+from .kernels import grade_kernels
 from .sandbox import sandboxed_kernel_manager
-from .spec import Case, GradedExercise
+from .spec import Case, GradedExercise, KernelExercise
 
 LABEL = r"ch\d+-ex-[a-z0-9]+(?:-[a-z0-9]+)*"
 # A check cell: optional comment lines, then exactly `check("label")`.
@@ -314,8 +316,19 @@ def grade_notebook(path: Path, config: GradingConfig, student: str | None = None
             if CHECK_CELL.match(cell.source):
                 cell.source = ""  # the self-check: the grader checks on its own
 
+    # A kernel exercise is graded from the notebook's source, in processes of its own
+    # (kernels.py), never by a call in the notebook's kernel.
+    kernel_exercises = {
+        label: (exercise, cases[label])
+        for label, exercise in auto.items()
+        if isinstance(exercise, KernelExercise)
+    }
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    calls = {label: found for label, found in cases.items() if label not in kernel_exercises}
     budget = OutputBudget(config.output_bytes)
-    status, notes, results = execute(nb, path, config, budget, cases)
+    status, notes, results = execute(nb, path, config, budget, calls)
+    if kernel_exercises:
+        results.update(grade_kernels(cells, kernel_exercises, config))
     interrupted = any(
         output.get("ename") in (TIMED_OUT, "KeyboardInterrupt")
         for cell in nb.cells
