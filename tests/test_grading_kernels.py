@@ -258,3 +258,16 @@ def test_make_grade_grades_kernel_exercises_from_the_notebooks_source(tmp_path: 
     feedback = (folder / "feedback" / "wrong.md").read_text()
     assert "does not compile for a GPU (sm_90)" in feedback
     assert "no @triton.jit kernel named lengths_kernel" in feedback
+
+
+def test_without_triton_where_the_grader_runs_the_exercises_say_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "triton" else find_spec(name)
+    )
+    (score,) = graded([CORRECT["ch8-ex-grouped-heads"]], ["ch8-ex-grouped-heads"]).values()
+    assert score.earned == 0 and "Triton is not installed where the grader runs" in score.error

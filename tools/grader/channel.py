@@ -155,6 +155,22 @@ def read_file(path: Path, limit: int) -> bytes | None:
         os.close(handle)
 
 
+def tail(path: Path, size: int = 4096) -> str:
+    """The end of a file the kernel could write, never following a link it may have put there."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return ""
+        end = os.lseek(handle, 0, os.SEEK_END)
+        os.lseek(handle, max(0, end - size), os.SEEK_SET)
+        return os.read(handle, size).decode(errors="replace")
+    finally:
+        os.close(handle)
+
+
 # Two or more segments after a slash or backslash (a drive letter first on Windows).
 PATH = re.compile(r"(?:\b[A-Za-z]:|~)?(?:[\\/][\w.~-]+){2,}[\\/]?")
 

@@ -14,16 +14,15 @@ report or an object that claims to equal anything changes no verdict.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from . import channel
+from .channel import tail
 from .config import GradingConfig
 from .graded import load_chapter, variant_rng
 from .grades import CheckScore, ExerciseScore, ManualExercise, Row
@@ -57,22 +56,6 @@ def chapters_of(nb: Any, name: str) -> set[int]:
     if not chapters and (match := FILE_CHAPTER.match(name)):
         chapters.add(int(match.group(1)))
     return chapters
-
-
-def tail(path: Path, size: int = 4096) -> str:
-    """The end of a file the kernel could write, never following a link it may have put there."""
-    try:
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return ""
-    try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            return ""
-        end = os.lseek(handle, 0, os.SEEK_END)
-        os.lseek(handle, max(0, end - size), os.SEEK_SET)
-        return os.read(handle, size).decode(errors="replace")
-    finally:
-        os.close(handle)
 
 
 class OutputBudget:
