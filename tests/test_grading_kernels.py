@@ -29,7 +29,9 @@ from grader import channel, kernels  # noqa: E402
 from grader.run import judged  # noqa: E402
 from grader.spec import (  # noqa: E402
     SENTINEL,
+    Check,
     Input,
+    KernelExercise,
     Launch,
     Launched,
     Output,
@@ -111,6 +113,12 @@ def test_what_is_not_plain_kernel_code_is_refused(source: str, reason: str) -> N
     assert reason in found.refused["copy_kernel"], found.refused["copy_kernel"]
 
 
+def test_a_kernel_may_not_hide_a_name_kernels_need() -> None:
+    for name in ("tl", "math", "range", "__import__"):
+        found = kernels.extract([kernel().replace("def copy_kernel", f"def {name}")])
+        assert found.refused[name] == f"its name hides {name}, which kernels need"
+
+
 def test_plain_kernel_code_is_accepted() -> None:
     body = """
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -167,6 +175,40 @@ def test_a_launch_is_one_step_of_the_channel(tmp_path: Path) -> None:
     first, second = channel.read_results(tmp_path, [a_launch(), a_launch()])
     assert isinstance(first[0].value, list) and first[0].value[0].shape == (14,)
     assert isinstance(second[0].value, Raised) and second[0].value.type_name == "NotRun"
+
+
+class Copy(KernelExercise):
+    label = "ch0-ex-copy"
+    kernel = "copy_kernel"
+    parameters = ("x_ptr", "out_ptr", "n", "BLOCK")
+    constexprs = ("BLOCK",)
+    checks = (Check("copy", 1, "copies", "Copy."),)
+
+
+@pytest.mark.parametrize(
+    "read",
+    ["tl.load(x_ptr + offs, mask=offs < n)", "tl.atomic_add(x_ptr + offs, 0.0, mask=offs < n)"],
+)
+def test_the_trace_holds_every_element_a_program_reads_masked_lanes_included(
+    read: str, tmp_path: Path
+) -> None:
+    """Loads and atomics alike; 10 elements read with 16 lanes, the 6 past them masked."""
+    from grader import kernel_harness
+
+    source = kernel(f"""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, {read}, mask=offs < n)
+    """)
+    x = np.arange(10, dtype=np.float32)
+    launch = Launch((1, 1, 1), (Input(x, 32, traced=True), Output((10,), 32), 10), {"BLOCK": 16})
+    folder = kernels.prepare(tmp_path, kernels.extract([source]), Copy(), [launch])
+    kernel_harness._harness_main("run", str(folder))
+    ((step,),) = channel.read_results(folder, [launch])
+    done = launched([step], launch)
+    assert isinstance(done, Launched), done
+    assert done.outputs[0].tolist() == x.tolist()
+    (touched,) = done.touched
+    assert np.flatnonzero(touched[0, 0, 0]).tolist() == list(range(32, 48))
 
 
 def test_one_compile_serves_every_launch_of_the_same_sizes(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ fresh folder, and runs this file, sent as text, in a fresh process in the sandbo
   in the interpreter with the grader's grid, arguments and block sizes, on inputs the grader
   drew. Each input and output lies inside a larger buffer (NaN, or a sentinel around an
   output, whose own elements start as NaN), so that a load or store past a tensor's end
-  shows; the loads of traced inputs are recorded, per program, lanes switched off by a mask
-  included, so that a loop over key blocks it should have skipped shows too. What comes back
+  shows; the reads of traced inputs (loads and atomics) are recorded, per program, lanes
+  switched off by a mask included, so that a loop over key blocks it should have skipped
+  shows too. What comes back
   is written as ``.npy`` files and one JSON file, read by ``channel.read_results``.
 
 Only the extracted ``@triton.jit`` functions are executed, in a namespace that holds
@@ -75,24 +76,36 @@ def _harness_main(mode, folder):  # runs in the sandbox: no annotation it cannot
     from triton.runtime import interpreter
 
     traced = []  # (first byte, bytes, bytes per element, touched (gx, gy, gz, elements))
-    load = interpreter.InterpreterBuilder.create_masked_load
+    builder = interpreter.InterpreterBuilder
+    # Every way the interpreter reads memory: loads (through block pointers and tensor
+    # descriptors too) and atomics, each given its pointers as its first or second argument.
+    reads = {"create_masked_load": 0, "create_atomic_rmw": 1, "create_atomic_cas": 0}
+    originals = {name: getattr(builder, name) for name in reads}
 
-    def traced_load(self, ptrs, mask, *args, **kwargs):
-        if traced:
-            addresses = numpy.asarray(ptrs.data, dtype=numpy.uint64).reshape(-1)
-            x, y, z = self.grid_idx
-            for start, size, itemsize, touched in traced:
-                inside = (addresses >= start) & (addresses < start + size)
-                if inside.any():
-                    index = (addresses[inside] - numpy.uint64(start)) // numpy.uint64(itemsize)
-                    touched[x, y, z, index.astype(numpy.int64)] = 1
-        return load(self, ptrs, mask, *args, **kwargs)
+    def record(self, ptrs):
+        addresses = numpy.asarray(ptrs.data, dtype=numpy.uint64).reshape(-1)
+        x, y, z = self.grid_idx
+        for start, size, itemsize, touched in traced:
+            inside = (addresses >= start) & (addresses < start + size)
+            if inside.any():
+                index = (addresses[inside] - numpy.uint64(start)) // numpy.uint64(itemsize)
+                touched[x, y, z, index.astype(numpy.int64)] = 1
 
-    interpreter.InterpreterBuilder.create_masked_load = traced_load
+    def recorded(name, position):
+        def read(self, *args, **kwargs):
+            if traced:
+                record(self, args[position])
+            return originals[name](self, *args, **kwargs)
+
+        return read
+
+    for name, position in reads.items():
+        setattr(builder, name, recorded(name, position))
     try:
         results = [_launch(root, kernel, launch, out, traced) for launch in plan["launches"]]
-    finally:  # as it was (the tests run this in their own process)
-        interpreter.InterpreterBuilder.create_masked_load = load
+    finally:  # as they were (the tests run this in their own process)
+        for name, original in originals.items():
+            setattr(builder, name, original)
     (out / "results.json").write_text(json.dumps({"calls": results}), encoding="utf-8")
 
 

@@ -143,6 +143,8 @@ def extract(cells: Sequence[str]) -> Extracted:
             continue
         assert isinstance(node, ast.FunctionDef)
         why = refusal(node, kernels)
+        if name in MODULES or name in BUILTINS or name.startswith("__"):
+            why = f"its name hides {name}, which kernels need"
         if why:
             found.refused[name] = why
         else:
