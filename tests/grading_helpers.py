@@ -18,11 +18,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from grader import channel, kernel_side  # noqa: E402
+from grader import channel, kernel_harness, kernel_side, kernels  # noqa: E402
 from grader.graded import load_chapter  # noqa: E402
 from grader.grades import ExerciseScore  # noqa: E402
 from grader.run import judged  # noqa: E402
-from grader.spec import GradedExercise  # noqa: E402
+from grader.spec import GradedExercise, KernelExercise, Launch  # noqa: E402
 
 
 def graded_exercise(label: str, folder: Path = ROOT / "grading") -> GradedExercise:
@@ -55,6 +55,33 @@ def grade(
             results: list[list[Any]] | str = channel.read_results(plan, [c.call for c in cases])
         except channel.Unreadable as error:
             results = str(error)
+    return judged(exercise, cases, results)
+
+
+def grade_kernel(
+    label: str, source: str | list[str], seed: int = 0, folder: Path = ROOT / "grading"
+) -> ExerciseScore:
+    """The score the grader gives the kernel defined in ``source`` (a cell, or the cells of a
+    notebook) on the variant drawn from ``seed``: extracted and judged as ``make grade`` does,
+    launched in the interpreter of this process (``TRITON_INTERPRET=1``, tests/conftest.py)
+    instead of a sandboxed one, and not compiled for a GPU (the slow tests do that)."""
+    exercise = graded_exercise(label, folder)
+    assert isinstance(exercise, KernelExercise)
+    cases = exercise.cases(np.random.default_rng(seed))
+    launches = [case.call for case in cases if isinstance(case.call, Launch)]
+    found = kernels.extract([source] if isinstance(source, str) else source)
+    results: list[list[Any]] | str
+    why = kernels.problem(found, exercise)
+    if why:
+        results = why
+    else:
+        with tempfile.TemporaryDirectory(prefix="grade-kernel-") as scratch:
+            plan = kernels.prepare(Path(scratch), found, exercise, launches)
+            kernel_harness._harness_main("run", str(plan))
+            try:
+                results = channel.read_results(plan, launches)
+            except channel.Unreadable as error:
+                results = str(error)
     return judged(exercise, cases, results)
 
 

@@ -172,3 +172,42 @@ def test_a_student_edition_an_unreadable_file_and_another_chapter_score_zero(
     results = run(autograder)
     assert results["score"] == 0
     assert [t["name"] for t in results["tests"]] == ["No notebook found"]
+
+
+# ---- chapter 8: Triton kernels, compiled and launched by the grader itself -----------------
+
+
+def test_a_kernel_chapters_zip_installs_triton_and_carries_the_harness(
+    secret: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def wheel(folder: Path) -> Path:  # the package's wheel is tested above
+        path = folder / "attention_from_scratch-0-py3-none-any.whl"
+        path.write_bytes(b"")
+        return path
+
+    monkeypatch.setattr(gradescope, "build_wheel", wheel)
+    with zipfile.ZipFile(gradescope.build([8], tmp_path, secret=secret)) as archive:
+        names = set(archive.namelist())
+        setup = archive.read("setup.sh").decode()
+    assert {"grader/kernels.py", "grader/kernel_harness.py", "grading/ch8.py"} <= names
+    assert "triton==3.7.1" in setup.split() and all(pin in setup for pin in gradescope.pins())
+    with zipfile.ZipFile(gradescope.build([1], tmp_path, secret=secret)) as archive:
+        assert "triton" not in archive.read("setup.sh").decode()
+
+
+@pytest.mark.slow
+def test_kernels_score_on_gradescope_as_make_grade_scores_them(
+    secret: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from test_exercises_ch8 import CORRECT, LABELS
+
+    out = tmp_path_factory.mktemp("zip8")
+    root = tmp_path_factory.mktemp("autograder8")
+    with zipfile.ZipFile(gradescope.build([8], out, timeout=300, secret=secret)) as archive:
+        archive.extractall(root / "source")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CORRECT[label]) for label in LABELS]
+    nb.cells += [nbformat.v4.new_code_cell(f'check("{label}")') for label in LABELS]
+    results = run(root, ("kernels.ipynb", nbformat.writes(nb)))
+    checks = [t for t in results["tests"] if t["max_score"] > 0]
+    assert results["score"] == sum(t["max_score"] for t in checks) == 9, results

@@ -178,3 +178,27 @@ def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> Non
     }
     assert by_grader == by_make_grade
     assert (course / "grades" / ASSIGNMENT / "grades.csv").is_file()
+
+
+def test_a_kernel_chapters_answer_cells_hold_the_stubs_kernel_then_the_solutions() -> None:
+    """Chapter 8's answers are Triton kernels, which `tools/grade.py --nbgrader` reads from
+    the cells: the source version's last definition is the book's solution (which earns full
+    marks: tests/test_exercises_ch8.py), the release's is the stub's, whose signature the
+    grader accepts."""
+    import re
+
+    from grader import kernels
+
+    chapter = nbformat.read(ROOT / "book" / "08_fused_attention.ipynb", as_version=4)
+    book = kernels.extract([cell.source for cell in chapter.cells if cell.cell_type == "code"])
+    source = nbgrader_export.nbgrader_notebook(chapter, 8)
+    cells = [cell.source for cell in source.cells if cell.cell_type == "code"]
+    # What nbgrader's ClearSolutions leaves of each answer cell in the release.
+    solution = re.compile(r"### BEGIN SOLUTION\n.*?### END SOLUTION", re.DOTALL)
+    release = [solution.sub("# YOUR CODE HERE", cell) for cell in cells]
+    points = [cell.metadata.get("nbgrader", {}).get("points") for cell in source.cells]
+    assert sum(p for p in points if p) == 9
+    exported = kernels.extract(cells)
+    for exercise in grader.load_chapter(8):
+        assert kernels.problem(kernels.extract(release), exercise) is None, exercise.label
+        assert exported.sources[exercise.kernel] == book.sources[exercise.kernel]

@@ -5,7 +5,9 @@ Gradescope programming assignment's autograder. The zip holds:
 
 - `setup.sh`: finds or installs Python 3.11 or newer, makes a virtual environment and installs
   the course package from the wheel in the zip (built here, from this checkout: the package
-  at the commit the zip was built from) with the pinned versions of `requirements.txt`;
+  at the commit the zip was built from) with the pinned versions of `requirements.txt`
+  (Triton's too when a chosen chapter's exercises are kernels, which the grader compiles and
+  launches itself);
 - `run_autograder`: runs `run.py` (tools/gradescope_run.py), which grades the submitted
   notebook with the course's grader (`grade.py` and `grader/`) and writes `results.json`;
 - `grading/chN.py`: the graded exercises of the chosen chapters (what the grader draws, its
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from grader.config import DEFAULT_SECRET  # tools/grader/, beside this file
 from grader.graded import GRADING, load_all, read_secret
+from grader.spec import KernelExercise
 from prerequisites import CPU_INDEX  # tools/prerequisites.py, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +52,9 @@ RUNTIME = (
     "nbformat",
     "nbclient",
 )
+# What the grader needs besides, for chapters whose exercises are Triton kernels: it compiles
+# and launches them itself (Gradescope's containers are Linux x86-64, where Triton has wheels).
+KERNEL_RUNTIME = ("triton",)
 
 SETUP = """#!/usr/bin/env bash
 # Gradescope runs this once, when the autograder image is built (it has the network then).
@@ -87,17 +93,20 @@ exec "${AUTOGRADER_PYTHON:-/autograder/venv/bin/python}" "$root/source/run.py"
 """
 
 
-def pins(requirements: Path = ROOT / "requirements.txt") -> list[str]:
-    """The `name==version` lines of requirements.txt for what the kernels need."""
+def pins(
+    requirements: Path = ROOT / "requirements.txt", names: tuple[str, ...] = RUNTIME
+) -> list[str]:
+    """The `name==version` pins of requirements.txt for what the kernels need (an environment
+    marker, such as Triton's platforms, left out)."""
     found = {}
     for line in requirements.read_text(encoding="utf-8").splitlines():
-        match = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)$", line.strip())
-        if match and match.group(1).lower() in RUNTIME:
-            found[match.group(1).lower()] = line.strip()
-    missing = [name for name in RUNTIME if name not in found]
+        match = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)\s*(?:;.*)?$", line.strip())
+        if match and match.group(1).lower() in names:
+            found[match.group(1).lower()] = f"{match.group(1)}=={match.group(2)}"
+    missing = [name for name in names if name not in found]
     if missing:
         raise ValueError(f"requirements.txt: expected pins for {missing}, found none")
-    return [found[name] for name in RUNTIME]
+    return [found[name] for name in names]
 
 
 def commit() -> str:
@@ -137,7 +146,8 @@ def build(
         ValueError: a chapter has no exercises, or ``timeout`` is not positive.
     """
     chapters = sorted(set(chapters))
-    known = {exercise.chapter for exercise in load_all(GRADING)}
+    exercises = load_all(GRADING)
+    known = {exercise.chapter for exercise in exercises}
     if not chapters or not set(chapters) <= known:
         raise ValueError(
             f"CHAPTERS: expected chapter numbers with exercises, from {sorted(known)}, "
@@ -150,9 +160,10 @@ def build(
     config = {"chapters": chapters, "commit": commit(), "timeout": timeout}
     with tempfile.TemporaryDirectory() as folder:
         wheel = build_wheel(Path(folder))
+        kernels = any(isinstance(e, KernelExercise) and e.chapter in chapters for e in exercises)
         setup = SETUP.format(
             cpu_index=CPU_INDEX,
-            pins=" ".join(pins()),
+            pins=" ".join(pins(names=RUNTIME + KERNEL_RUNTIME if kernels else RUNTIME)),
             wheel=wheel.name,
         )
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -4,6 +4,8 @@
 - ``spec.py``: how a graded exercise is written (``grading/chN.py`` holds them);
 - ``graded.py``: where they come from, and each student's variant;
 - ``channel.py`` and ``kernel_side.py``: the data-only channel to the student's kernel;
+- ``kernels.py`` and ``kernel_harness.py``: a Triton kernel exercise, read from the notebook's
+  source, compiled for a GPU and launched in Triton's interpreter in a process of its own;
 - ``sandbox.py``: the bubblewrap sandbox and limits each kernel runs in;
 - ``run.py``: one notebook run in a fresh kernel, its answers called and judged;
 - ``folder.py``: a folder graded, each notebook in a process of its own;

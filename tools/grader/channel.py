@@ -26,6 +26,7 @@ import numpy as np
 from . import kernel_side
 from .spec import (
     Call,
+    Launch,
     Module,
     ModuleState,
     Other,
@@ -154,6 +155,22 @@ def read_file(path: Path, limit: int) -> bytes | None:
         os.close(handle)
 
 
+def tail(path: Path, size: int = 4096) -> str:
+    """The end of a file the kernel could write, never following a link it may have put there."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return ""
+        end = os.lseek(handle, 0, os.SEEK_END)
+        os.lseek(handle, max(0, end - size), os.SEEK_SET)
+        return os.read(handle, size).decode(errors="replace")
+    finally:
+        os.close(handle)
+
+
 # Two or more segments after a slash or backslash (a drive letter first on Windows).
 PATH = re.compile(r"(?:\b[A-Za-z]:|~)?(?:[\\/][\w.~-]+){2,}[\\/]?")
 
@@ -170,8 +187,9 @@ class Unreadable(ValueError):
     """What the kernel wrote is not a result the grader can read."""
 
 
-def read_results(folder: Path, calls: Sequence[Call]) -> list[list[StepResult]]:
-    """What the kernel sent back for each call, step by step (fewer steps where one raised).
+def read_results(folder: Path, calls: Sequence[Call | Launch]) -> list[list[StepResult]]:
+    """What the kernel sent back for each call, step by step (fewer steps where one raised);
+    a kernel :class:`~grader.spec.Launch` is one step (its harness writes the same files).
 
     Raises:
         Unreadable: no results, or results that are not what the runner writes.
@@ -243,8 +261,9 @@ def read_results(folder: Path, calls: Sequence[Call]) -> list[list[StepResult]]:
 
     results = []
     for call, got in zip(calls, data["calls"], strict=True):
+        count = len(call.steps) if isinstance(call, Call) else 1
         steps = got.get("steps") if isinstance(got, dict) else None
-        if not isinstance(steps, list) or len(steps) > len(call.steps):
+        if not isinstance(steps, list) or len(steps) > count:
             raise Unreadable("a call with more steps than it has")
         done = []
         for step in steps:
@@ -264,5 +283,5 @@ def read_results(folder: Path, calls: Sequence[Call]) -> list[list[StepResult]]:
             done.append(StepResult(leaf(step.get("value")), tuple(leaf(arg) for arg in arguments)))
         # The steps after one that raised did not run: their judges see why.
         skipped = StepResult(Raised("NotRun", "an earlier step of this call raised"))
-        results.append(done + [skipped] * (len(call.steps) - len(done)))
+        results.append(done + [skipped] * (count - len(done)))
     return results

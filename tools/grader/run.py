@@ -1,5 +1,6 @@
 """Grade one notebook: run it in a fresh kernel, then call its answers on inputs the grader
-draws, and judge what comes back in the grader's own process.
+draws, and judge what comes back in the grader's own process (a Triton kernel exercise's
+answer is read from the notebook's source and run elsewhere: ``kernels.py``).
 
 The notebook runs top to bottom in its kernel (in its sandbox), every error allowed; its own
 check cells, the students' self-checks, are left out. Then, for each auto-graded exercise of
@@ -13,21 +14,21 @@ report or an object that claims to equal anything changes no verdict.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from . import channel
+from .channel import tail
 from .config import GradingConfig
 from .graded import load_chapter, variant_rng
 from .grades import CheckScore, ExerciseScore, ManualExercise, Row
+from .kernels import grade_kernels
 from .sandbox import sandboxed_kernel_manager
-from .spec import Case, GradedExercise
+from .spec import Case, GradedExercise, KernelExercise
 
 LABEL = r"ch\d+-ex-[a-z0-9]+(?:-[a-z0-9]+)*"
 # A check cell: optional comment lines, then exactly `check("label")`.
@@ -55,22 +56,6 @@ def chapters_of(nb: Any, name: str) -> set[int]:
     if not chapters and (match := FILE_CHAPTER.match(name)):
         chapters.add(int(match.group(1)))
     return chapters
-
-
-def tail(path: Path, size: int = 4096) -> str:
-    """The end of a file the kernel could write, never following a link it may have put there."""
-    try:
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return ""
-    try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            return ""
-        end = os.lseek(handle, 0, os.SEEK_END)
-        os.lseek(handle, max(0, end - size), os.SEEK_SET)
-        return os.read(handle, size).decode(errors="replace")
-    finally:
-        os.close(handle)
 
 
 class OutputBudget:
@@ -314,8 +299,19 @@ def grade_notebook(path: Path, config: GradingConfig, student: str | None = None
             if CHECK_CELL.match(cell.source):
                 cell.source = ""  # the self-check: the grader checks on its own
 
+    # A kernel exercise is graded from the notebook's source, in processes of its own
+    # (kernels.py), never by a call in the notebook's kernel.
+    kernel_exercises = {
+        label: (exercise, cases[label])
+        for label, exercise in auto.items()
+        if isinstance(exercise, KernelExercise)
+    }
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    calls = {label: found for label, found in cases.items() if label not in kernel_exercises}
     budget = OutputBudget(config.output_bytes)
-    status, notes, results = execute(nb, path, config, budget, cases)
+    status, notes, results = execute(nb, path, config, budget, calls)
+    if kernel_exercises:
+        results.update(grade_kernels(cells, kernel_exercises, config))
     interrupted = any(
         output.get("ename") in (TIMED_OUT, "KeyboardInterrupt")
         for cell in nb.cells

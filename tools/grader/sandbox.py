@@ -109,6 +109,15 @@ def sandbox_command(workdir: Path, config: GradingConfig) -> list[str]:
             argv += ["--tmpfs", str(private)]
     scratch = workdir / "scratch"
     argv += ["--bind", str(workdir), str(workdir), "--chdir", str(scratch)]
+    for name, value in submission_environment(scratch).items():
+        argv += ["--setenv", name, value]
+    return [*argv, "--"]
+
+
+def submission_environment(scratch: Path) -> dict[str, str]:
+    """The whole environment of a process that runs a submission's code (a kernel, or the
+    harness that compiles and launches a submitted Triton kernel), in its sandbox or not:
+    nothing of the grader's own, its home the process's scratch folder."""
     environment = {
         "HOME": str(scratch),
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
@@ -120,9 +129,7 @@ def sandbox_command(workdir: Path, config: GradingConfig) -> list[str]:
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED"):
         if name in os.environ:
             environment[name] = os.environ[name]
-    for name, value in environment.items():
-        argv += ["--setenv", name, value]
-    return [*argv, "--"]
+    return environment
 
 
 def _font_cache(scratch: Path) -> None:

@@ -18,6 +18,13 @@ from its class, keyword arguments and weights, and the :class:`Result` of an ear
 the same call. What comes back (:data:`Returned`): the same kinds, tensors as
 :class:`Tensor` (an array with torch's dtype name), modules as :class:`ModuleState`, anything
 else as :class:`Other`; a step that raised gives :class:`Raised`.
+
+A :class:`KernelExercise` (chapter 8) asks for a ``@triton.jit`` kernel instead, with a fixed
+signature. Its cases are :class:`Launch` es, never run in the student's kernel: the grader
+reads the kernel's source out of the notebook (``kernels.py``), compiles it for a GPU and
+launches it in Triton's interpreter in a fresh sandboxed process (``kernel_harness.py``), on
+:class:`Input` s it drew and into :class:`Output` s it allocated. A judge reads what came back
+with :func:`launched`.
 """
 
 from __future__ import annotations
@@ -103,6 +110,47 @@ def read(name: str, shown: str = "") -> Call:
     return Call((Step(name, called=False),), shown)
 
 
+# ---- what a kernel launch sends ----------------------------------------------------------------
+
+#: What surrounds each output of a launch, which the kernel must leave as it is.
+SENTINEL = 1234.5
+
+
+@dataclass(frozen=True)
+class Input:
+    """An array a kernel reads (float32 or int32, contiguous), inside a buffer with ``pad``
+    elements of ``fill`` before and after it (NaN by default: a load past the array's end
+    reads NaN). ``traced`` records which of the buffer's elements each program's loads
+    address, lanes switched off by a mask included."""
+
+    array: np.ndarray
+    pad: int
+    fill: float | int = math.nan
+    traced: bool = False
+
+
+@dataclass(frozen=True)
+class Output:
+    """A float32 array a kernel writes, NaN until it does, inside a buffer with ``pad``
+    elements of :data:`SENTINEL` before and after it."""
+
+    shape: tuple[int, ...]
+    pad: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of the student's kernel: ``kernel[grid](*args, **constexprs)`` in Triton's
+    interpreter. ``args`` are :class:`Input`, :class:`Output`, ints (``i32``) and floats
+    (``fp32``), in the order of the kernel's parameters before its ``constexprs``; ``shown``
+    describes it in the feedback."""
+
+    grid: tuple[int, int, int]
+    args: tuple[Input | Output | int | float, ...]
+    constexprs: dict[str, int]
+    shown: str = ""
+
+
 # ---- what comes back --------------------------------------------------------------------------
 
 
@@ -186,7 +234,7 @@ class Case:
     """One call of the student's code for one check, and its judge."""
 
     check: str
-    call: Call
+    call: Call | Launch
     judge: Judge
 
 
@@ -220,7 +268,66 @@ class GradedExercise:
         raise NotImplementedError
 
 
+class KernelExercise(GradedExercise):
+    """An exercise whose answer is a ``@triton.jit`` kernel (:class:`Launch` cases).
+
+    Attributes:
+        kernel: the kernel's name in the notebook.
+        parameters: its parameters, in order, as the exercise fixes them.
+        constexprs: those of them annotated ``tl.constexpr`` (given as keywords at launch).
+    """
+
+    kernel: ClassVar[str]
+    parameters: ClassVar[tuple[str, ...]]
+    constexprs: ClassVar[tuple[str, ...]] = ()
+
+
 # ---- judging helpers --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What one launch left: each :class:`Output` as the kernel wrote it (its shape, NaN where
+    it wrote nothing), and for each traced :class:`Input`, whether each program's loads
+    addressed each element of its buffer, ``(gx, gy, gz, pad + size + pad)``."""
+
+    outputs: tuple[np.ndarray, ...]
+    touched: tuple[np.ndarray, ...]
+
+
+def launched(results: Sequence[StepResult], launch: Launch) -> Launched | str:
+    """The outputs and traces of a launch, or why there are none: it raised (a compile error
+    comes before any launch), or it wrote outside an output."""
+    value = results[0].value if results else Raised("NotRun", "the kernel was not launched")
+    if isinstance(value, Raised):
+        return f"the kernel raised {value.type_name}: {value.message}"
+    outputs = [arg for arg in launch.args if isinstance(arg, Output)]
+    inputs = [arg for arg in launch.args if isinstance(arg, Input) and arg.traced]
+    if not isinstance(value, list) or len(value) != len(outputs) + len(inputs):
+        return f"the launch sent back {describe(value)}"
+    if not all(isinstance(item, Tensor) for item in value):
+        return "the launch sent back something other than arrays"
+    arrays = [item.array for item in value]
+    shaped = []
+    for output, array in zip(outputs, arrays, strict=False):
+        size = math.prod(output.shape)
+        if array.shape != (size + 2 * output.pad,):
+            return f"an output came back with {array.shape} elements"
+        around = np.concatenate([array[: output.pad], array[output.pad + size :]])
+        changed = int((around != SENTINEL).sum())
+        if changed:
+            return (
+                f"the kernel wrote {changed} number(s) just outside its output tensor, "
+                "into memory that is not its own: a store whose mask lets lanes past the end"
+            )
+        shaped.append(array[output.pad : output.pad + size].reshape(output.shape))
+    touched = []
+    for spec, array in zip(inputs, arrays[len(outputs) :], strict=True):
+        expected = (*launch.grid, spec.array.size + 2 * spec.pad)
+        if array.shape != expected:
+            return f"a trace came back with shape {array.shape}, not {expected}"
+        touched.append(array.astype(bool))
+    return Launched(tuple(shaped), tuple(touched))
 
 
 def value_of(results: Sequence[StepResult], index: int = -1) -> Returned:

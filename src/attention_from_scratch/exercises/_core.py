@@ -82,13 +82,22 @@ class Exercise:
     Args:
         label: the label of the exercise in the book, ``chN-ex-name``.
         chapter: the chapter number ``N``; must match the label.
+        unavailable: says why the checks cannot run on this machine (an optional dependency
+            missing: chapter 8's Triton), or None when they can; asked each time the
+            exercise is checked, whose result then says so instead of failing its checks.
 
     Raises:
         TypeError: the label or the chapter is of the wrong type.
         ValueError: the label is malformed or disagrees with ``chapter``.
     """
 
-    def __init__(self, label: str, chapter: int) -> None:
+    def __init__(
+        self,
+        label: str,
+        chapter: int,
+        *,
+        unavailable: Callable[[], str | None] | None = None,
+    ) -> None:
         if not isinstance(label, str):
             raise TypeError(f"label: expected a str, got {type(label).__name__}")
         match = LABEL_PATTERN.match(label)
@@ -102,6 +111,7 @@ class Exercise:
             )
         self.label = label
         self.chapter = chapter
+        self.unavailable = unavailable
         self.checks: list[Check] = []
         register(self)
 
@@ -144,8 +154,12 @@ class Exercise:
             namespace: the variables of the notebook (its globals).
 
         Returns:
-            One :class:`ExerciseResult` with a :class:`CheckResult` per check.
+            One :class:`ExerciseResult` with a :class:`CheckResult` per check, or with the
+            reason the checks cannot run on this machine as its ``error``.
         """
+        why = self.unavailable() if self.unavailable is not None else None
+        if why:
+            return ExerciseResult(self.label, error=one_line(why))
         return ExerciseResult(self.label, tuple(_run_one(c, namespace) for c in self.checks))
 
     def __repr__(self) -> str:

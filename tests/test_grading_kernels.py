@@ -1,0 +1,315 @@
+"""Kernel exercises (chapter 8): a submitted Triton kernel is read from the notebook's source,
+never run in the student's kernel; what is not plain kernel code is refused before anything
+of it runs; the harness compiles the kernel for a GPU before launching it, and what comes
+back is read as data.
+
+The extraction and the judging helpers are tested here without a process; the compile step,
+the sandbox and `tools/grade.py` in the slow tests at the end.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from grading_helpers import full_marks, grade_kernel
+from test_exercises_ch8 import CORRECT, LABELS
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import grader  # noqa: E402
+from grader import channel, kernels  # noqa: E402
+from grader.run import judged  # noqa: E402
+from grader.spec import (  # noqa: E402
+    SENTINEL,
+    Check,
+    Input,
+    KernelExercise,
+    Launch,
+    Launched,
+    Output,
+    Raised,
+    StepResult,
+    Tensor,
+    launched,
+)
+
+SIGNATURE = "(x_ptr, out_ptr, n, BLOCK: tl.constexpr)"
+BODY = """
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def kernel(body: str = BODY, decorator: str = "@triton.jit", signature: str = SIGNATURE) -> str:
+    body = textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
+    return f"{decorator}\ndef copy_kernel{signature}:\n{body}\n"
+
+
+# ----------------------------------------------------------------------------- extraction
+
+
+def test_every_top_level_kernel_is_extracted_and_the_last_definition_wins() -> None:
+    cells = [
+        "import triton\nimport triton.language as tl\n%time x = 1\n!echo not python",
+        kernel() + "\n\ndef launch(x):\n    return x\n",
+        "def copy_kernel(x_ptr, out_ptr, n, BLOCK):\n    return None\n",  # replaced below
+        kernel(body="    pass\n"),
+        "@triton.jit\ndef helper(x):\n    return x * 2\n",
+        "helper = 3\n",  # the notebook's `helper` is no kernel any more
+    ]
+    found = kernels.extract(cells)
+    assert list(found.sources) == ["copy_kernel"]
+    assert "pass" in found.sources["copy_kernel"]
+    assert found.sources["copy_kernel"].startswith("@triton.jit\ndef copy_kernel(x_ptr")
+    assert found.not_kernels["launch"] == "a plain function (without @triton.jit)"
+    assert found.not_kernels["helper"] == "a variable"
+
+
+def test_a_cell_that_does_not_parse_hides_only_its_own_kernels() -> None:
+    found = kernels.extract([kernel() + "\nthis is not python(", kernel(body="    pass\n")])
+    assert "pass" in found.sources["copy_kernel"]
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        (kernel(decorator='@triton.jit(do_not_specialize=["n"])'), "other than exactly"),
+        (kernel(decorator="@triton.autotune(configs=[], key=[])\n@triton.jit"), "other than"),
+        (kernel(decorator="@jit"), "other than exactly @triton.jit"),
+        (kernel(signature="(x_ptr, out_ptr, n, BLOCK: tl.constexpr = 16)"), "default value"),
+        (kernel(signature="(x_ptr, out_ptr, n, BLOCK: print('x'))"), "annotated with"),
+        (kernel(signature="(x_ptr, *rest)"), "not plain names"),
+        (kernel(body="    import torch\n" + BODY), "imports a module"),
+        (kernel(body="    from math import sqrt\n" + BODY), "imports a module"),
+        (kernel(body="    f = lambda x: x\n" + BODY), "lambda"),
+        (kernel(body="    def inner():\n        pass\n" + BODY), "defines inner inside itself"),
+        (kernel(body="    class Inner:\n        pass\n" + BODY), "defines Inner inside itself"),
+        (kernel(body="    global n\n" + BODY), "global or nonlocal"),
+        (kernel(body="    c = x_ptr.__class__\n" + BODY), "the attribute .__class__"),
+        (kernel(body="    c = __builtins__\n" + BODY), "the name __builtins__"),
+        (kernel(body="    c = x_ptr.handle\n" + BODY), "the attribute .handle"),
+        (kernel(body="    c = getattr(tl, 'core')\n" + BODY), "it uses getattr"),
+        (kernel(body="    o = open('answers')\n" + BODY), "it uses open"),
+        (kernel(body="    torch.cuda.synchronize()\n" + BODY), "it uses torch"),
+        (kernel(body="    m = tl\n" + BODY), "the module tl as a value"),
+        (kernel(body="    tl = 1\n" + BODY), "assigns to tl"),
+        (kernel(body="    c = tl.core.builtins\n" + BODY), "reaches into tl.core"),
+        (kernel(body="    c = triton.runtime.driver\n" + BODY), "triton.runtime"),
+        (kernel(body="    x_ptr.dtype = 1\n" + BODY), "assigns to an attribute"),
+        (kernel(body="    yield 1\n"), "generator"),
+    ],
+)
+def test_what_is_not_plain_kernel_code_is_refused(source: str, reason: str) -> None:
+    found = kernels.extract(["import triton\nimport triton.language as tl\n" + source])
+    assert "copy_kernel" not in found.sources
+    assert reason in found.refused["copy_kernel"], found.refused["copy_kernel"]
+
+
+def test_a_kernel_may_not_hide_a_name_kernels_need() -> None:
+    for name in ("tl", "math", "range", "__import__"):
+        found = kernels.extract([kernel().replace("def copy_kernel", f"def {name}")])
+        assert found.refused[name] == f"its name hides {name}, which kernels need"
+
+
+def test_plain_kernel_code_is_accepted() -> None:
+    body = """
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=float("-inf")).to(tl.float32)
+    y = tl.exp2(x - tl.max(x, axis=0)) * math.log2(math.e)
+    for i in tl.static_range(2):
+        y = helper(y) + min(i, 1)
+    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=offs < n)
+"""
+    source = "@triton.jit\ndef helper(y):\n    return y\n\n\n" + kernel(body=body)
+    found = kernels.extract([source])
+    assert found.refused == {} and set(found.sources) == {"helper", "copy_kernel"}
+    source = kernel(signature="(x_ptr, out_ptr, n, BLOCK: triton.language.constexpr)")
+    assert set(kernels.extract([source]).sources) == {"copy_kernel"}
+
+
+# --------------------------------------------------------------------- judging a launch
+
+
+def a_launch(traced: bool = False) -> Launch:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    return Launch((1, 1, 1), (Input(x, 4, traced=traced), Output((2, 3), 4), 6), {"BLOCK": 8})
+
+
+def test_a_launch_comes_back_as_its_outputs_and_traces() -> None:
+    launch = a_launch(traced=True)
+    buffer = np.full(14, SENTINEL, dtype=np.float32)
+    buffer[4:10] = np.arange(6)
+    touched = np.zeros((1, 1, 1, 14), dtype=np.uint8)
+    touched[..., 4:12] = 1
+    value = [Tensor(buffer, "torch.float32"), Tensor(touched, "torch.uint8")]
+    done = launched([StepResult(value)], launch)
+    assert isinstance(done, Launched)
+    assert done.outputs[0].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert done.touched[0].dtype == bool and int(done.touched[0].sum()) == 8
+
+
+def test_a_store_outside_the_output_or_an_exception_is_the_reason() -> None:
+    launch = a_launch()
+    buffer = np.full(14, SENTINEL, dtype=np.float32)
+    buffer[4:11] = 1.0  # one number past the end
+    done = launched([StepResult([Tensor(buffer, "torch.float32")])], launch)
+    assert isinstance(done, str) and "wrote 1 number(s) just outside its output" in done
+    raised = launched([StepResult(Raised("IndexError", "out of range"))], launch)
+    assert raised == "the kernel raised IndexError: out of range"
+
+
+def test_a_launch_is_one_step_of_the_channel(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    np.save(tmp_path / "out" / "r1.npy", np.zeros(14, dtype=np.float32))
+    item = {"kind": "tensor", "file": "r1.npy", "dtype": "torch.float32"}
+    text = '{"calls": [{"steps": [{"value": {"kind": "list", "items": [%s]}}]}, {"steps": []}]}'
+    (tmp_path / "out" / "results.json").write_text(text % str(item).replace("'", '"'))
+    first, second = channel.read_results(tmp_path, [a_launch(), a_launch()])
+    assert isinstance(first[0].value, list) and first[0].value[0].shape == (14,)
+    assert isinstance(second[0].value, Raised) and second[0].value.type_name == "NotRun"
+
+
+class Copy(KernelExercise):
+    label = "ch0-ex-copy"
+    kernel = "copy_kernel"
+    parameters = ("x_ptr", "out_ptr", "n", "BLOCK")
+    constexprs = ("BLOCK",)
+    checks = (Check("copy", 1, "copies", "Copy."),)
+
+
+@pytest.mark.parametrize(
+    "read",
+    ["tl.load(x_ptr + offs, mask=offs < n)", "tl.atomic_add(x_ptr + offs, 0.0, mask=offs < n)"],
+)
+def test_the_trace_holds_every_element_a_program_reads_masked_lanes_included(
+    read: str, tmp_path: Path
+) -> None:
+    """Loads and atomics alike; 10 elements read with 16 lanes, the 6 past them masked."""
+    from grader import kernel_harness
+
+    source = kernel(f"""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, {read}, mask=offs < n)
+    """)
+    x = np.arange(10, dtype=np.float32)
+    launch = Launch((1, 1, 1), (Input(x, 32, traced=True), Output((10,), 32), 10), {"BLOCK": 16})
+    folder = kernels.prepare(tmp_path, kernels.extract([source]), Copy(), [launch])
+    kernel_harness._harness_main("run", str(folder))
+    ((step,),) = channel.read_results(folder, [launch])
+    done = launched([step], launch)
+    assert isinstance(done, Launched), done
+    assert done.outputs[0].tolist() == x.tolist()
+    (touched,) = done.touched
+    assert np.flatnonzero(touched[0, 0, 0]).tolist() == list(range(32, 48))
+
+
+def test_one_compile_serves_every_launch_of_the_same_sizes(tmp_path: Path) -> None:
+    import json
+
+    exercise = grader.load_chapter(8)[0]
+    launches = [case.call for case in exercise.cases(np.random.default_rng(0))]
+    kernels.write_plan(tmp_path, exercise, launches)  # type: ignore[arg-type]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    (request,) = plan["compile"]
+    assert request["signature"]["q_ptr"] == "*fp32" and request["signature"]["t"] == "i32"
+    assert request["signature"]["qk_scale"] == "fp32"
+    assert request["signature"]["BLOCK"] == request["signature"]["D"] == "constexpr"
+    assert len(plan["launches"]) == len(launches)
+
+
+# ------------------------------------------------------ compiled, launched, graded (slow)
+
+SANDBOX = "bwrap" if grader.sandbox_problem() is None else "none"
+# The right window kernel, but it ends its loop with `break`: Python, which the interpreter
+# runs and a GPU compiler refuses.
+BREAKS = CORRECT["ch8-ex-sliding-window"].replace(
+    "    while k0 < tl.minimum(start + BLOCK, t):\n",
+    "    while k0 < t:\n        if k0 >= start + BLOCK:\n            break\n",
+)
+
+
+def graded(cells: list[str], labels: list[str], sandbox: str = SANDBOX) -> dict:
+    """The scores ``make grade`` gives the kernels of these cells (variant 5)."""
+    config = grader.GradingConfig.make(secret="s" * 40, sandbox=sandbox)
+    chapter = {e.label: e for e in grader.load_chapter(8)}
+    exercises = {
+        label: (chapter[label], chapter[label].cases(np.random.default_rng(5))) for label in labels
+    }
+    results = kernels.grade_kernels(cells, exercises, config)
+    return {
+        label: judged(exercises[label][0], exercises[label][1], results[label]) for label in labels
+    }
+
+
+@pytest.mark.slow
+def test_the_compile_step_rejects_what_only_the_interpreter_runs() -> None:
+    assert CORRECT["ch8-ex-sliding-window"] != BREAKS
+    # In the interpreter alone the kernel earns every point...
+    assert full_marks(grade_kernel("ch8-ex-sliding-window", BREAKS, seed=5))
+    # ...but it is not GPU code: compiled for sm_90 first, it earns none, and is told why.
+    (score,) = graded([BREAKS], ["ch8-ex-sliding-window"]).values()
+    assert score.earned == 0
+    assert "does not compile for a GPU (sm_90)" in score.error
+    assert "unsupported AST node type: Break" in score.error
+
+
+@pytest.mark.slow
+def test_kernels_compile_and_launch_in_a_fresh_process_without_isolation_too() -> None:
+    scores = graded([CORRECT["ch8-ex-key-lengths"]], ["ch8-ex-key-lengths"], sandbox="none")
+    assert all(full_marks(score) for score in scores.values()), scores
+
+
+def submission(path: Path, cells: list[str]) -> None:
+    """A notebook of chapter 8 (its labels in its check cells) holding these cells."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nb.cells += [nbformat.v4.new_code_cell(f'check("{label}")') for label in LABELS]
+    nbformat.write(nb, path)
+
+
+@pytest.mark.slow
+def test_make_grade_grades_kernel_exercises_from_the_notebooks_source(tmp_path: Path) -> None:
+    """tools/grade.py on a folder: right kernels earn every point, in the sandbox where there
+    is one; a kernel that does not compile for a GPU earns nothing, nor one that is missing."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    right = [CORRECT[label] for label in LABELS]
+    submission(folder / "right.ipynb", right)
+    submission(folder / "wrong.ipynb", [BREAKS, CORRECT["ch8-ex-grouped-heads"]])
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "grade.py"), str(folder), "--sandbox", SANDBOX,
+         "--secret", str(tmp_path / "secret"), "--timeout", "300"],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    with (folder / "grades.csv").open(newline="") as handle:
+        rows = {row["submission"]: row for row in csv.DictReader(handle)}
+    assert rows["right.ipynb"]["total"] == rows["right.ipynb"]["possible"] == "9"
+    assert rows["right.ipynb"]["status"] == "ok" and rows["right.ipynb"]["isolation"] == SANDBOX
+    wrong = rows["wrong.ipynb"]
+    assert (wrong["ch8-ex-sliding-window"], wrong["ch8-ex-grouped-heads"]) == ("0", "3")
+    assert wrong["ch8-ex-key-lengths"] == "0"
+    feedback = (folder / "feedback" / "wrong.md").read_text()
+    assert "does not compile for a GPU (sm_90)" in feedback
+    assert "no @triton.jit kernel named lengths_kernel" in feedback
+
+
+def test_without_triton_where_the_grader_runs_the_exercises_say_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "triton" else find_spec(name)
+    )
+    (score,) = graded([CORRECT["ch8-ex-grouped-heads"]], ["ch8-ex-grouped-heads"]).values()
+    assert score.earned == 0 and "Triton is not installed where the grader runs" in score.error
