@@ -305,6 +305,34 @@ def test_the_self_check_fails_a_wrong_kernel_with_its_hint() -> None:
     assert all("still `...`" in c.reason for c in result.checks)
 
 
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to TF32's 10 bits of mantissa (to nearest, ties away from zero)."""
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def test_on_a_gpu_the_self_check_allows_tf32_rounding_and_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A kernel whose tl.dot lacks input_precision="ieee" multiplies TF32 inputs on a GPU.
+    from attention_from_scratch.causal import attention
+    from attention_from_scratch.exercises import ch8
+
+    query, key = torch.arange(ch8.T)[:, None], torch.arange(ch8.T)[None, :]
+    inputs = (ch8.Q, ch8.K, ch8.V)
+    expected = attention(*inputs, (key > query) | (key <= query - 20))[0]
+    rounded = attention(*map(tf32, inputs), (key > query) | (key <= query - 20))[0]
+    one_too_many = attention(*inputs, (key > query) | (key <= query - 21))[0]
+    assert 1e-4 < (rounded - expected).abs().max() < 1e-2  # the rounding is there
+    monkeypatch.setattr(ch8, "_device", lambda: torch.device("cuda"))
+    ch8._same(rounded, expected)
+    with pytest.raises(AssertionError, match="is wrong: off by"):
+        ch8._same(one_too_many, expected)
+    monkeypatch.setattr(ch8, "_device", lambda: torch.device("cpu"))  # the interpreter
+    with pytest.raises(AssertionError, match="is wrong: off by"):
+        ch8._same(rounded, expected)
+
+
 def test_the_self_check_says_when_triton_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from attention_from_scratch import fused
 

@@ -76,10 +76,14 @@ def _launch(
 
 
 def _same(got: torch.Tensor, expected: torch.Tensor, rows: slice = slice(None)) -> None:
-    """The output (b, h, t, d) equals ``expected`` at these query rows."""
+    """The output (b, h, t, d) equals ``expected`` at these query rows (to TF32 rounding where
+    the kernel ran compiled)."""
     got, expected = got[:, :, rows], expected[:, :, rows]
     assert not got.isnan().all(), "the kernel wrote no output: it is still the NaN it started as"
-    wrong = got.isnan() | ~torch.isclose(got, expected, atol=1e-5, rtol=1e-4)
+    # On a GPU, tl.dot without input_precision="ieee" rounds float32 inputs to TF32 (10 bits of
+    # mantissa): differences of up to 1e-3 on these inputs. The interpreter ignores it.
+    atol, rtol = (1e-5, 1e-4) if _device().type == "cpu" else (1e-2, 1e-2)
+    wrong = got.isnan() | ~torch.isclose(got, expected, atol=atol, rtol=rtol)
     if wrong.any():
         b, h, row, _ = (int(i) for i in wrong.nonzero()[0])
         start = rows.start or 0
