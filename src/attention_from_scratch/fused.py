@@ -176,7 +176,7 @@ def _forward_tiles(  # type: ignore[no-untyped-def]
             k = tl.load(k_ptr + at)
             v = tl.load(v_ptr + at)
         scores = tl.dot(q, tl.trans(k), input_precision="ieee")  # (bq, bk)
-        scores *= qk_scale  # scaled, in base 2
+        scores *= qk_scale  # chapter 7's S, times log2(e)
         if MASKED:
             keep = cols[None, :] < s
             if CAUSAL:
