@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.smoke:
             print("This benchmark needs an NVIDIA GPU with CUDA; none is visible, nothing run.")
             return 0
-        # Read by Triton when it is imported, which the paths do later.
+        # Read by triton.jit as it decorates kernels, which the paths import later.
         os.environ["TRITON_INTERPRET"] = "1"
         print("No GPU: the kernels run in Triton's interpreter; these times are not speeds.")
     print(versions())

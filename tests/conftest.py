@@ -10,8 +10,8 @@ import torch
 
 import attention_from_scratch as afs
 
-# Triton (chapter 8) reads TRITON_INTERPRET as it is imported, by whichever test comes first:
-# without a GPU its kernels run in the interpreter.
+# Triton (chapter 8) reads TRITON_INTERPRET as triton.jit decorates the package's kernels, when
+# a test first imports attention_from_scratch.fused: without a GPU they run in the interpreter.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

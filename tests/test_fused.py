@@ -3,8 +3,8 @@
 Without a GPU they run in Triton's interpreter (``TRITON_INTERPRET=1``, set by conftest.py
 before anything imports Triton), checked against chapter 3's ``attention`` and autograd. The
 interpreter runs code a GPU compiler would reject, so the kernels, and those the chapter's page
-writes, are also compiled for sm_90 and sm_80 here, in a subprocess without the interpreter flag
-(Triton reads it on import).
+writes, are also compiled here (the package's for sm_90 and sm_80, the page's for sm_90), in a
+subprocess without the interpreter flag (triton.jit reads it as it decorates a kernel).
 """
 
 from __future__ import annotations
@@ -310,7 +310,9 @@ COMPILE = textwrap.dedent(
             source = triton.compiler.ASTSource(kernel, signature, where)
             compiled = triton.compile(source, target=GPUTarget("cuda", capability, 32))
             assert compiled.asm["cubin"], kernel.__name__
-            print(capability, dtype, kernel.__name__, len(compiled.asm["cubin"]))
+            ptx = compiled.asm["ptx"]
+            matrix = ptx.count("mma.sync"), ptx.count("wgmma.mma_async")
+            print(capability, dtype, kernel.__name__, len(compiled.asm["cubin"]), *matrix)
     """
 )
 
@@ -352,14 +354,21 @@ def test_every_kernel_compiles_for_a_gpu(
 ) -> None:
     done = compile_kernels(capability, dtypes, causal, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    compiled = [line.split()[2] for line in done.stdout.splitlines()]
-    assert sorted(compiled) == sorted(KERNELS * len(dtypes.split(",")))
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert sorted(line[2] for line in lines) == sorted(KERNELS * len(dtypes.split(",")))
+    # What the chapter says of the matrix units: float16 and bfloat16 products run on them,
+    # float32 ones with input_precision="ieee" do not, and blocks of 32 rows are too few for
+    # the H100's warpgroup instructions (WGMMA, 64 rows).
+    for _, dtype, name, _, mma, wgmma in lines:
+        if name != "_softmax_kernel":
+            assert (int(mma) > 0) == (dtype != "fp32") and int(wgmma) == 0, (dtype, name)
 
 
 @pytest.mark.slow
 def test_a_kernel_the_gpu_compiler_rejects_fails_to_compile(tmp_path: Path) -> None:
     # The reason for compiling at all: an 8 x 8 tl.dot runs in the interpreter, but a GPU
-    # needs at least 16 x 16. The same forward kernel, with blocks of 8, must fail.
+    # needs at least 16 along the summed dimension (a block of keys in P V). The same forward
+    # kernel, with blocks of 8, must fail.
     script = COMPILE.replace('"BLOCK": fused.BLOCK, "D": 64', '"BLOCK": 8, "D": 16')
     done = compile_kernels(90, "fp16", True, tmp_path, ["_forward_kernel"], script)
     assert done.returncode != 0

@@ -94,8 +94,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 # Plotting needs matplotlib, which is slow to import; load it only when a plot is asked for.
-# The fused kernels import Triton (optional), which reads TRITON_INTERPRET as it is imported:
-# a chapter sets it first, then asks for a kernel.
+# The fused kernels import Triton (optional), whose triton.jit reads TRITON_INTERPRET as it
+# decorates them, when .fused is imported: a chapter sets it first, then asks for a kernel.
 _LAZY = {
     "plot_attention": ".figures",
     "plot_attention_heads": ".figures",

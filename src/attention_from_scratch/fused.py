@@ -10,8 +10,8 @@ in registers, and writes the output once: the ``(t, s)`` weights never exist in 
 - :func:`flash_attention` runs the forward kernel and, under autograd, the backward kernels
   (:class:`FlashAttention`), which recompute the weights from the saved log-sum-exp.
 - :func:`triton_status` says whether Triton can run here, and whether it runs compiled (on a
-  GPU) or in its interpreter (on a CPU, with ``TRITON_INTERPRET=1`` set before Triton is
-  imported).
+  GPU) or in its interpreter (on a CPU, with ``TRITON_INTERPRET=1`` set before this module is
+  imported, as it decorates its kernels then).
 
 Triton is optional (Linux x86-64 wheels only): without it this module still imports, and
 running a kernel raises an error that says so. Dimension names: ``b`` batch, ``h`` heads,
@@ -42,7 +42,7 @@ __all__ = ["BLOCK", "FlashAttention", "TritonStatus", "flash_attention", "softma
 #: ones wholly in the past (no mask) and the one block on the diagonal (masked).
 BLOCK = 32
 _HEAD_SIZES = (16, 32, 64, 128)  # tl.dot needs >= 16, tl.arange a power of two
-_LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)); exp2 is the GPU's instruction
+_LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)); an NVIDIA GPU's exponential is exp2
 
 
 def _jit(fn: Any) -> Any:
@@ -69,9 +69,9 @@ def triton_status() -> TritonStatus:
     """Say whether Triton can run here, and how.
 
     Triton compiles kernels for NVIDIA (and AMD) GPUs. Without one, its interpreter runs the
-    same kernels on the CPU, one program after another: correct, and slow. The interpreter is
-    chosen by ``TRITON_INTERPRET=1`` in the environment *before* ``import triton``; this
-    module imports Triton when it is first imported itself.
+    same kernels on the CPU, one program after another: correct to rounding, and slow. The
+    interpreter is chosen by ``TRITON_INTERPRET=1`` in the environment when ``triton.jit``
+    decorates a kernel; this module decorates its kernels when it is first imported.
 
     Returns:
         A :class:`TritonStatus`.
@@ -85,7 +85,9 @@ def triton_status() -> TritonStatus:
     if torch.cuda.is_available():
         return TritonStatus(True, False, f"Triton compiles for {torch.cuda.get_device_name()}.")
     return TritonStatus(
-        False, False, "Triton needs a GPU, or TRITON_INTERPRET=1 set before it is imported."
+        False,
+        False,
+        f"Triton needs a GPU, or TRITON_INTERPRET=1 set before {__name__} is first imported.",
     )
 
 
@@ -96,7 +98,7 @@ def _require_triton(x: torch.Tensor, name: str) -> TritonStatus:
     if not status.interpreted and x.device.type != "cuda":
         raise ValueError(
             f"{name}: expected a CUDA tensor (Triton compiles for the GPU), got a tensor on "
-            f"{x.device}; on a CPU set TRITON_INTERPRET=1 before importing triton"
+            f"{x.device}; on a CPU set TRITON_INTERPRET=1 before importing {__name__}"
         )
     return status
 
@@ -337,7 +339,7 @@ def _backward(
     """Launch the backward kernels on contiguous tensors, writing into ``dq``, ``dk``, ``dv``."""
     b, h, t, d_h = q.shape
     s = k.shape[2]
-    # D = rowsum(dO * O), one number per query, as in chapter 7's TiledAttention.
+    # delta = rowsum(dO * O), one number per query: chapter 7's D (here D is the head size).
     delta = (grad_out.float() * out.float()).sum(dim=-1)  # (b, h, t)
     scale = d_h**-0.5
     _backward_dkdv_kernel[(triton.cdiv(s, BLOCK), b * h)](
@@ -358,9 +360,10 @@ class FlashAttention(torch.autograd.Function):
     the kernels compute with ``exp2``; the backward pass recomputes the weights from it.
     ``dK`` and ``dV`` are summed per key block by one kernel; ``dQ`` per query block by a
     second one, which recomputes the weights once more instead of adding partial sums into
-    ``dQ`` from every key block with ``tl.atomic_add``: each program then writes only its own
-    rows, so the result is the same on every run (atomic additions land in any order, and
-    floating-point addition is not associative) and no float32 buffer is needed.
+    ``dQ`` from every key block with ``tl.atomic_add``, as FlashAttention-2 does: each program
+    then writes only its own rows, so the result is the same on every run (atomic additions
+    land in any order, and floating-point addition is not associative) and no float32 buffer
+    is needed.
 
     Call it as ``FlashAttention.apply(queries, keys, values, is_causal)`` on checked,
     contiguous inputs; :func:`flash_attention` checks them.
@@ -427,7 +430,7 @@ def _check_inputs(
     if q.dtype == torch.float64 and not interpreted:
         raise TypeError("queries: expected float16, bfloat16 or float32 on a GPU, got float64")
     if q.dtype == torch.bfloat16 and interpreted:
-        # The interpreter's bfloat16 tl.dot is wrong (its results are not rounded right).
+        # The interpreter does not support bfloat16 arithmetic: it computes on the raw bits.
         raise TypeError("queries: expected float16 or float32 in the interpreter, got bfloat16")
     return q.contiguous(), k.contiguous(), v.contiguous(), is_causal
 
