@@ -442,15 +442,17 @@ def test_key_blocks_counts_each_kind_of_tile(
         assert f"{name}: {count}" in texts
     (causal,) = kinds
     assert f"is_causal={causal}" in texts
+    assert "key block →" in texts and "query block →" in texts
 
 
-def test_sentinels_count_right_wrong_intact_and_overwritten_cells() -> None:
-    fig = figures.plot_sentinels(
-        {"a": sentinel_buffer(), "b": sentinel_buffer(wrong_rows=2, hit=27)}, SOFTMAX, SENTINEL
-    )
+def test_sentinels_count_right_wrong_nan_intact_and_overwritten_cells() -> None:
+    wrong = sentinel_buffer(wrong_rows=2, hit=27)
+    wrong[37:74] = 0.5  # row 1 wrong but a number, row 0 NaN
+    fig = figures.plot_sentinels({"a": sentinel_buffer(), "b": wrong}, SOFTMAX, SENTINEL)
     texts = all_texts(fig)
-    assert "right 185, wrong 0, sentinel 64, overwritten 0" in texts
-    assert "right 111, wrong 74, sentinel 37, overwritten 27" in texts  # 2 rows of 37 wrong
+    assert "right 185, wrong 0, NaN 0, sentinel 64, overwritten 0" in texts
+    assert "right 111, wrong 37, NaN 37, sentinel 37, overwritten 27" in texts
+    assert {"right", "wrong", "NaN", "sentinel", "overwritten"} <= set(texts)  # the legend
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,8 +28,10 @@ from .style import (
     write,
 )
 
-# Scores and the log-sum-exp have no role colour (book/notation.md): a neutral grey.
+# A tile of scores drawn whole, as in chapter 7's tile figures: a neutral grey.
 _NEUTRAL = "#BDBDBD"
+# A tensor of no role (the log-sum-exp, the running m and l, the scores) drawn as a box.
+_NO_ROLE = "white"
 _SKIPPED_STYLE = (0, (3, 2))  # the dashes of a tile that is never computed, as in chapter 7
 
 
@@ -167,7 +169,8 @@ def draw_program_memory(block: int, d_h: int, key_blocks: int) -> Figure:
     """Draw what one program of the forward kernel moves between GPU memory and the chip.
 
     Top, GPU memory (HBM): the program's block of queries ``Q`` and of the output ``O``, the
-    keys ``K`` and values ``V`` of its head, and its rows of the log-sum-exp ``L``. Bottom,
+    keys ``K`` and values ``V`` of its head, and its rows of the log-sum-exp ``lse`` (chapter
+    7's ``L`` times log2(e)), the roleless tensors white. Bottom,
     on the chip (registers and shared memory): the block ``q``, one block of keys and values
     at a time, the tile of scores ``S`` (then of weights), the accumulator ``acc`` and the
     running ``m`` and ``l``. Arrows down are loads, up are stores, each with how often it
@@ -216,7 +219,7 @@ def draw_program_memory(block: int, d_h: int, key_blocks: int) -> Figure:
             ("k", key_face, "K", ""),
             ("v", value_face, "V", ""),
             ("o", out_face, "O", qd),
-            ("l", _NEUTRAL, "L", f"{block}"),
+            ("l", _NO_ROLE, "lse", f"{block}"),
         ):
             _tensor_box(ax, xs[key], y_hbm, *box, face, name, size)
         write(ax, (xs["k"] + xs["v"]) / 2, y_hbm - box[1] / 2 - 0.04, kv_size, va="top")
@@ -225,7 +228,7 @@ def draw_program_memory(block: int, d_h: int, key_blocks: int) -> Figure:
             ("k", key_face, "k", ""),
             ("v", value_face, "v", ""),
             ("o", out_face, "acc", qd),
-            ("l", _NEUTRAL, "m, ℓ", f"2 × {block}"),
+            ("l", _NO_ROLE, "m, ℓ", f"2 × {block}"),
         ):
             _tensor_box(ax, xs[key], y_chip, *box, face, name, size)
         write(ax, (xs["k"] + xs["v"]) / 2, y_chip - box[1] / 2 - 0.04, f"{block} × {d_h}", va="top")
@@ -233,7 +236,7 @@ def draw_program_memory(block: int, d_h: int, key_blocks: int) -> Figure:
         s_y = chip_top - 1.13
         ax.add_patch(
             Rectangle(
-                (xs["k"] - 0.3, s_y - 0.17), 0.34, 0.34, facecolor=_NEUTRAL, edgecolor="black"
+                (xs["k"] - 0.3, s_y - 0.17), 0.34, 0.34, facecolor=_NO_ROLE, edgecolor="black"
             )
         )
         write(ax, xs["k"] - 0.13, s_y, "S", size=LABEL_PT)
@@ -298,6 +301,20 @@ def _hidden_part(
         ax.add_patch(Polygon([(x, y), (x + side, y), (x + side, y - side)], **_HIDDEN))
 
 
+def _kind_swatch(ax: Axes, x: float, y: float, name: str) -> None:
+    """A small tile drawn as :func:`plot_key_blocks` draws a tile of that kind, bottom-left
+    corner at (x, y)."""
+    side = 0.16
+    if name == "skipped":
+        style: dict[str, Any] = {"facecolor": "white", "edgecolor": ROLE_COLOURS["mask"]}
+        style |= {"linestyle": _SKIPPED_STYLE, "lw": 1.2}
+        ax.add_patch(Rectangle((x, y), side, side, **style))
+        return
+    ax.add_patch(Rectangle((x, y), side, side, facecolor=_NEUTRAL, edgecolor="black", lw=1.0))
+    if name == "masked":
+        ax.add_patch(Polygon([(x, y + side), (x + side, y + side), (x + side, y)], **_HIDDEN))
+
+
 def plot_key_blocks(
     kinds: Mapping[bool, torch.Tensor], num_queries: int, num_keys: int, block: int
 ) -> Figure:
@@ -305,11 +322,12 @@ def plot_key_blocks(
 
     One panel per entry of ``kinds`` (``is_causal`` to what the kernel did), side by side:
     the ``(t, s)`` scores cut into ``block`` by ``block`` tiles, query blocks down and key
-    blocks across, each drawn by what the program did with it: folded in without a mask
-    (grey), with the mask (grey, what the mask hides hatched in vermillion: keys above the
-    diagonal when causal, keys past ``s``), or skipped (a dashed vermillion outline, no
-    fill). The rows past ``t``, the last block's padding lanes (computed, never stored),
-    are faded. The counts of each kind are written under each panel.
+    blocks across (both labelled), each drawn by what the program did with it: folded in
+    without a mask (grey), with the mask (grey, what the mask hides hatched in vermillion:
+    keys above the diagonal when causal, keys past ``s``), or skipped (a dashed vermillion
+    outline, no fill). The rows past ``t``, the last block's padding lanes (computed, never stored),
+    are faded. The counts of each kind are written under each panel, each beside a tile of
+    its kind.
 
     Args:
         kinds: ``is_causal`` to a ``(ceil(t / block), ceil(s / block))`` integer tensor,
@@ -341,7 +359,7 @@ def plot_key_blocks(
         for causal, grid in kinds.items()
     }
     unit = 1.6 / (max(n_q, n_k) * block)  # inches per token: 1.6 inches at most a side
-    tile, gap, left = block * unit, 0.45, 0.15
+    tile, gap, left = block * unit, 0.5, 0.4  # room for "query block" left of each panel
     width = left + len(panels) * (n_k * tile + gap)
     height = 0.55 + n_q * tile + 0.95
     counts = {}
@@ -351,6 +369,7 @@ def plot_key_blocks(
             x0 = left + p * (n_k * tile + gap)
             write(ax, x0, height - 0.08, f"is_causal={causal}", ha="left", va="top", size=LABEL_PT)
             write(ax, x0, top + 0.05, "key block →", ha="left", va="bottom")
+            write(ax, x0 - 0.08, top, "query block →", ha="right", va="top", rotation=-90)
             for qi in range(n_q):
                 for kj in range(n_k):
                     kind = int(grid[qi, kj])
@@ -384,9 +403,10 @@ def plot_key_blocks(
                     )
                 )
             counts[causal] = {name: int((grid == kind).sum()) for kind, name in _KIND_NAMES.items()}
-            for r, (name, count) in enumerate(counts[causal].items()):
+            for r, (name, count) in enumerate(counts[causal].items()):  # with a key
                 y = top - n_q * tile - 0.1 - r * 0.27
-                write(ax, x0, y, f"{name}: {count}", ha="left", va="top", size=LABEL_PT)
+                _kind_swatch(ax, x0, y - 0.18, name)
+                write(ax, x0 + 0.24, y, f"{name}: {count}", ha="left", va="top", size=LABEL_PT)
     fig.axes[0].set_label(repr(counts))
     return fig
 
@@ -394,6 +414,7 @@ def plot_key_blocks(
 _STATUS: dict[str, dict[str, Any]] = {  # what a cell holds after a kernel ran
     "right": {"facecolor": tint(ROLE_COLOURS["output"], 0.8), "edgecolor": "white"},
     "wrong": {"facecolor": "white", "edgecolor": "#444444", "hatch": "xxx"},
+    "NaN": {"facecolor": "#F0E442", "edgecolor": "white"},  # Okabe-Ito yellow, of no role
     "sentinel": {"facecolor": "#DDDDDD", "edgecolor": "white"},
     "overwritten": {"facecolor": "#222222", "edgecolor": "white"},
 }
@@ -406,7 +427,7 @@ def plot_sentinels(
 
     Each buffer is drawn as rows of ``cols`` cells, as the ``(rows, cols)`` output it starts
     with, then the sentinels after it: an output cell is right (sky blue) when it is close
-    to ``expected``, wrong otherwise (cross-hatched; NaN included); a sentinel is intact
+    to ``expected``, wrong otherwise (cross-hatched), or NaN (yellow); a sentinel is intact
     (light grey) or overwritten (black). A kernel that stores without its mask writes past
     its rows: into the next row, and at the end into the sentinels. The counts are written
     under each panel.
@@ -451,14 +472,27 @@ def plot_sentinels(
             )
         values = as_floats(buffer)
         right = torch.isclose(values[:n], want, rtol=1e-3, atol=1e-5)  # NaN is not close
+        nan = values[:n].isnan()
         intact = values[n:] == sentinel
-        status = ["right" if ok else "wrong" for ok in right.tolist()]
+        status = [
+            "right" if ok else "NaN" if bad else "wrong"
+            for ok, bad in zip(right.tolist(), nan.tolist(), strict=True)
+        ]
         status += ["sentinel" if ok else "overwritten" for ok in intact.tolist()]
         panels[str(title)] = status
     cell = min(0.1, 3.8 / cols)
     width = 0.2 + cols * cell
     heights = [0.35 + math.ceil(len(st) / cols) * cell + 0.3 for st in panels.values()]
-    height = sum(heights) + 0.35 + 0.1
+    legend: list[list[str]] = [[]]  # the legend's rows, as wide as the figure
+    x = 0.1
+    for state in _STATUS:
+        item = 0.45 + 0.075 * len(state)
+        if legend[-1] and x + item - 0.2 > width:
+            legend.append([])
+            x = 0.1
+        legend[-1].append(state)
+        x += item
+    height = sum(heights) + 0.35 * len(legend) + 0.1
     counts = {}
     with inch_figure(width, height) as (fig, ax):
         top = height - 0.1
@@ -482,12 +516,12 @@ def plot_sentinels(
                 va="top",
             )
             top -= h
-        x = 0.1
-        for state, style in _STATUS.items():  # the legend, one row
-            ax.add_patch(
-                Rectangle((x, 0.12), 0.16, 0.16, lw=0.8, **{**style, "edgecolor": "black"})
-            )
-            text = write(ax, x + 0.22, 0.2, state, ha="left")
-            x += 0.45 + 0.075 * len(text.get_text())
+        for r, states in enumerate(legend):
+            x, y = 0.1, 0.12 + 0.35 * (len(legend) - 1 - r)
+            for state in states:
+                style = {**_STATUS[state], "edgecolor": "black"}
+                ax.add_patch(Rectangle((x, y), 0.16, 0.16, lw=0.8, **style))
+                write(ax, x + 0.22, y + 0.08, state, ha="left")
+                x += 0.45 + 0.075 * len(state)
     fig.axes[0].set_label(repr(counts))
     return fig
