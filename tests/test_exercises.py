@@ -34,7 +34,7 @@ def test_a_correct_answer_passes_and_says_so(capsys: pytest.CaptureFixture) -> N
     out = capsys.readouterr().out
     assert result.passed
     assert "pass  `double` keeps the shape of its input" in out
-    assert "All 2 checks pass on the page's example" in out and "FAIL" not in out
+    assert "All 2 checks pass, on the inputs each one names" in out and "FAIL" not in out
 
 
 @pytest.mark.parametrize(

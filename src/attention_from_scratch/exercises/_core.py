@@ -264,7 +264,7 @@ def format_result(result: ExerciseResult) -> str:
     if result.passed:
         checks = "The check passes" if len(result.checks) == 1 else f"All {passed} checks pass"
         verdict = (
-            f"{checks} on the page's example. Try your answer on inputs of your own too: "
+            f"{checks}, on the inputs each one names. Try your answer on inputs of your own too: "
             "a grader calls it on inputs it draws."
         )
     else:
