@@ -385,11 +385,14 @@ PAGE_COMPILE = textwrap.dedent(
     import page_kernels
 
     scalars = {"n_cols": "i32", "n_blocks": "i32", "t": "i32", "s": "i32"}
+    scalars |= {"window": "i32", "h": "i32", "h_kv": "i32"}  # the exercises' solutions
     scalars |= {"qk_scale": "fp32", "scale": "fp32"}
     for name, kernel in vars(page_kernels).items():
         if not isinstance(kernel, triton.JITFunction) or not name.endswith("_kernel"):
             continue  # a helper (fold_tiles), compiled inside the kernels that call it
         for dtype, causal in (("fp16", True), ("fp32", False)):
+            if dtype == "fp16" and name in ("window_kernel", "lengths_kernel", "grouped_kernel"):
+                continue  # the exercises take float32 inputs only
             constexprs = {"CAUSAL": causal, "BLOCK": 32, "D": 64}
             signature = {}
             for arg in kernel.arg_names:
@@ -397,7 +400,7 @@ PAGE_COMPILE = textwrap.dedent(
                     signature[arg] = "constexpr"
                 elif arg in ("lse_ptr", "delta_ptr"):
                     signature[arg] = "*fp32"
-                elif arg == "kinds_ptr":
+                elif arg in ("kinds_ptr", "lengths_ptr"):
                     signature[arg] = "*i32"
                 elif arg.endswith("_ptr"):
                     signature[arg] = "*" + dtype
@@ -411,6 +414,8 @@ PAGE_COMPILE = textwrap.dedent(
             source = triton.compiler.ASTSource(kernel, signature, where)
             compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
             assert compiled.asm["cubin"], name
+            # Float32 products stay float32 on a GPU (input_precision="ieee"), not TF32.
+            assert dtype != "fp32" or ".tf32" not in compiled.asm["ptx"], name
             print(name, dtype)
     """
 )
@@ -444,4 +449,7 @@ def test_the_chapters_kernels_compile_for_a_gpu(tmp_path: Path) -> None:
         "tiles_kernel",
         "dkdv_kernel",
         "dq_kernel",
+        "window_kernel",
+        "lengths_kernel",
+        "grouped_kernel",
     }
