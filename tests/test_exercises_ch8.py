@@ -265,6 +265,8 @@ def window_kernel{SIGNATURE}:
 """,
     # The right kernel with a parameter of another name.
     "another signature": fill(WINDOW.replace("qk_scale", "scale"), LOW=SKIPS),
+    # The right kernel, its helper refused (a default value): it would not be defined.
+    "a refused helper": fill(WINDOW, LOW=SKIPS).replace("qk_scale):\n", "qk_scale=1):\n", 1),
 }
 
 
@@ -282,6 +284,7 @@ def test_a_lazy_answer_earns_nothing(name: str) -> None:
         ("a kernel that imports", "it imports a module"),
         ("the stub", "the kernel wrote no output"),
         ("another signature", "window_kernel should have the parameters (q_ptr, k_ptr"),
+        ("a refused helper", "window_kernel calls fold, which was not graded: a parameter has"),
     ],
 )
 def test_a_lazy_answer_is_told_why(name: str, reason: str) -> None:

@@ -102,6 +102,10 @@ def test_a_cell_that_does_not_parse_hides_only_its_own_kernels() -> None:
         (kernel(body="    m = tl\n" + BODY), "the module tl as a value"),
         (kernel(body="    tl = 1\n" + BODY), "assigns to tl"),
         (kernel(body="    c = tl.core.builtins\n" + BODY), "reaches into tl.core"),
+        (kernel(body="    c = tl.math.core\n" + BODY), "uses tl.math.core, which is not"),
+        (kernel(body="    c = triton.language.math.wraps\n" + BODY), "uses tl.math.wraps, which"),
+        (kernel(body="    m = tl.math\n" + BODY), "the module tl.math as a value"),
+        (kernel(body="    m = tl.math(1)\n" + BODY), "the module tl.math as a value"),
         (kernel(body="    c = triton.runtime.driver\n" + BODY), "triton.runtime"),
         (kernel(body="    x_ptr.dtype = 1\n" + BODY), "assigns to an attribute"),
         (kernel(body="    yield 1\n"), "generator"),
@@ -124,6 +128,7 @@ def test_plain_kernel_code_is_accepted() -> None:
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=float("-inf")).to(tl.float32)
     y = tl.exp2(x - tl.max(x, axis=0)) * math.log2(math.e)
+    y = tl.math.exp2(y) + triton.language.math.sqrt(y)
     for i in tl.static_range(2):
         y = helper(y) + min(i, 1)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=offs < n)
@@ -133,6 +138,48 @@ def test_plain_kernel_code_is_accepted() -> None:
     assert found.refused == {} and set(found.sources) == {"helper", "copy_kernel"}
     source = kernel(signature="(x_ptr, out_ptr, n, BLOCK: triton.language.constexpr)")
     assert set(kernels.extract([source]).sources) == {"copy_kernel"}
+
+
+def test_a_kernel_may_name_the_functions_of_tl_math_and_only_those() -> None:
+    """tl.math's functions are tl's own (tl.math.exp2 is tl.exp2); its other attributes are
+    Python."""
+    import triton.language as tl
+    from triton.language import core
+
+    functions = {name for name in dir(tl.math) if core.is_builtin(getattr(tl.math, name))}
+    assert functions == kernels.TL_MATH
+    assert all(getattr(tl.math, name) is getattr(tl, name) for name in functions)
+
+
+HELPER = "@triton.jit\ndef helper(y):\n    return y * 2\n"
+
+
+@pytest.mark.parametrize(
+    ("cells", "reason"),
+    [
+        (
+            [HELPER.replace("(y)", "(y=1)"), kernel(body="    y = helper(n)\n" + BODY)],
+            "copy_kernel calls helper, which was not graded: a parameter has a default value",
+        ),
+        (
+            [
+                HELPER.replace("y * 2", "tl.core.exp(y)"),
+                "@triton.jit\ndef twice(y):\n    return helper(helper(y))\n",
+                kernel(body="    y = twice(n)\n" + BODY),
+            ],
+            "copy_kernel calls twice, which calls helper, which was not graded: it reaches into",
+        ),
+    ],
+)
+def test_a_kernel_that_calls_a_refused_helper_is_told_why(cells: list[str], reason: str) -> None:
+    """Not a NameError where it runs: the helper's own refusal."""
+    why = kernels.problem(kernels.extract(cells), Copy())
+    assert why is not None and why.startswith(reason), why
+
+
+def test_a_kernels_own_name_is_no_call_of_a_helper() -> None:
+    cells = [HELPER.replace("(y)", "(y=1)"), kernel(body="    helper = n\n" + BODY)]
+    assert kernels.problem(kernels.extract(cells), Copy()) is None
 
 
 # --------------------------------------------------------------------- judging a launch
