@@ -5,11 +5,16 @@ the student's kernel: it reads the kernel's source out of the notebook, compiles
 and launches it in Triton's interpreter in a fresh sandboxed process, with its own grid
 ``(cdiv(t, BLOCK), b * h)``, its own block size (16 or 32) and head size, on float32 inputs
 it drew here, lengths that are not multiples of the block (``tools/grader/kernels.py``). Every
-input lies between NaN, every output starts as NaN between sentinels: a kernel that reads past
-a tensor, writes past it or leaves rows unwritten shows it. The references are attention in
-float64, computed here. The *skips* checks read which key and value elements each program's
-loads addressed (masked lanes included): a kernel that visits a key block it should skip
-fails, even when a mask keeps its numbers out.
+input lies between NaN, every output starts as NaN between sentinels, and every load and store
+is checked lane by lane (masked lanes excepted): a kernel that reads past a tensor, writes past
+it or leaves rows unwritten shows it. Memory touched outside the kernel's own (a read outside
+every tensor it got, a store outside its output or into an input), which the page forbids ("It
+must never read or write past a tensor"), costs the exercise's main check (window, lengths,
+groups) only: the other check judges what its title says, on a right output. The references
+are attention in float64, computed here. The *skips* checks read which key and value elements
+each program's loads addressed (masked lanes included): a kernel that visits a key block it
+should skip fails, even when a mask keeps its numbers out. The *lengths* check reads which
+ones a live lane read: a kernel that reads padding fails, even when it throws it away.
 """
 
 from __future__ import annotations
@@ -81,30 +86,74 @@ def output_problem(got: np.ndarray, expected: np.ndarray) -> str | None:
     return f"{where}: off by up to {gap:.3g}"
 
 
-def judge_of(launch: Launch, expected: np.ndarray, needed: np.ndarray | None = None) -> Judge:
-    """The judge of one launch: its output against ``expected``; then, where ``needed`` is
-    given (``needed[qb, bh]``: the first and last key any query of program (qb, bh) sees), the
-    loads of its traced keys and values against the blocks that hold those keys."""
+def judge_of(
+    launch: Launch,
+    expected: np.ndarray,
+    names: tuple[str, ...],
+    main: bool,
+    needed: np.ndarray | None = None,
+    lengths: Sequence[int] | None = None,
+) -> Judge:
+    """The judge of one launch: where it is a case of the exercise's ``main`` check, the memory
+    the kernel touched outside its tensors (``names``: its parameters); its output against
+    ``expected``; then, where ``needed`` is given (``needed[qb, bh]``: the first and last key
+    any query of program (qb, bh) sees), the loads of its traced keys and values against the
+    blocks that hold those keys; where ``lengths`` is given, what they read against the
+    padding."""
     keys = [arg for arg in launch.args if isinstance(arg, Input) and arg.traced]
     block = launch.constexprs["BLOCK"]
 
     def judge(results: Sequence[StepResult]) -> str | None:
-        done = launched(results, launch)
+        done = launched(results, launch, names, trespass=main)
         if isinstance(done, str):
             return done
         problem = output_problem(done.outputs[0], expected)
         if problem and needed is not None:
             return f"{problem}: skipping is judged on a right output"
-        if problem or needed is None:
+        if problem:
             return problem
-        for touched, spec, what in zip(done.touched, keys, ("keys", "values"), strict=True):
-            _, _, s, d = spec.array.shape
-            problem = outside(touched, spec.pad, s, d, block, needed, what)
+        for index, spec in enumerate(keys):  # the keys, then the values
+            what = ("keys", "values")[index]
+            if needed is not None:
+                _, _, s, d = spec.array.shape
+                problem = outside(done.addressed[index], spec.pad, s, d, block, needed, what)
+            if lengths is not None and not problem:
+                shape = spec.array.shape
+                problem = padding_read(done.read[index], spec.pad, shape, lengths, block, what)
             if problem:
                 return problem
         return None
 
     return judge
+
+
+def padding_read(
+    read: np.ndarray,
+    pad: int,
+    shape: tuple[int, ...],
+    lengths: Sequence[int],
+    block: int,
+    what: str,
+) -> str | None:
+    """Why a program read padding (a live lane at a key position at or past the length of its
+    batch element), or None. ``read`` is (query blocks, b * h, 1, buffer elements) for a
+    ``shape`` (b, h, s, d) tensor; what lies outside the tensor is judged as a stray read."""
+    b, h, s, d = shape
+    qb, bh, _, element = np.nonzero(read)
+    element = element - pad
+    inside = (element >= 0) & (element < b * h * s * d)
+    qb, bh, element = qb[inside], bh[inside], element[inside]
+    position, batch = element // d % s, element // (h * s * d)
+    padding = position >= np.asarray(lengths)[batch]
+    if not padding.any():
+        return None
+    i = int(np.argmax(padding))
+    q0 = int(qb[i]) * block
+    return (
+        f"the program of queries {q0}-{q0 + block - 1} of head {bh[i]} reads the {what} of "
+        f"position {position[i]} of batch element {batch[i]}, padding (its length is "
+        f"{lengths[batch[i]]}), even if it throws them away"
+    )
 
 
 def outside(
@@ -209,8 +258,9 @@ class SlidingWindow(KernelExercise):
             [np.maximum(rows - window + 1, 0), np.minimum(rows + block - 1, t - 1)], axis=-1
         )
         needed = np.repeat(needed[:, None], b * h, axis=1)
-        skips = needed if check == "skips" else None
-        return Case(check, launch, judge_of(launch, expected, skips))
+        main = check == "window"
+        judge = judge_of(launch, expected, SlidingWindow.parameters, main, None if main else needed)
+        return Case(check, launch, judge)
 
 
 # ---- ch8-ex-key-lengths -----------------------------------------------------------------------
@@ -246,10 +296,10 @@ class KeyLengths(KernelExercise):
             s = ragged(rng, block, 2, 4)
             lengths = [s, 1, block * int(rng.integers(1, s // block + 1))]
             lengths.append(int(rng.integers(2, s)))
-            cases.append(self.case("lengths", rng, block, d, s, lengths, traced=False))
+            cases.append(self.case("lengths", rng, block, d, s, lengths))
         s = ragged(rng, block, 2, 4)
         short = [int(rng.integers(1, block + 1)), int(rng.integers(block + 1, 2 * block)), s]
-        cases.append(self.case("skips", rng, block, d, s, short, traced=True))
+        cases.append(self.case("skips", rng, block, d, s, short))
         return cases
 
     @staticmethod
@@ -260,7 +310,6 @@ class KeyLengths(KernelExercise):
         d: int,
         s: int,
         lengths: list[int],
-        traced: bool,
     ) -> Case:
         b, h = len(lengths), int(rng.integers(1, 3))
         t = ragged(rng, block, 1, 3)
@@ -275,8 +324,8 @@ class KeyLengths(KernelExercise):
             (cdiv(t, block), b * h, 1),
             (
                 Input(q, pad),
-                Input(k, pad, traced=traced),
-                Input(v, pad, traced=traced),
+                Input(k, pad, traced=True),  # the lengths check judges what is read
+                Input(v, pad, traced=True),
                 Input(np.array(lengths, dtype=np.int32), pad, fill=-1),
                 Output((b, h, t, d), pad),
                 h,
@@ -290,8 +339,12 @@ class KeyLengths(KernelExercise):
         last = np.array(lengths)[np.arange(b * h) // h] - 1  # (b h,): the last real key
         needed = np.stack([np.zeros_like(last), last], axis=-1)
         needed = np.repeat(needed[None], cdiv(t, block), axis=0)
-        skips = needed if check == "skips" else None
-        return Case(check, launch, judge_of(launch, expected, skips))
+        names = KeyLengths.parameters
+        if check == "lengths":
+            judge = judge_of(launch, expected, names, True, lengths=lengths)
+        else:
+            judge = judge_of(launch, expected, names, False, needed=needed)
+        return Case(check, launch, judge)
 
 
 # ---- ch8-ex-grouped-heads ---------------------------------------------------------------------
@@ -348,7 +401,8 @@ class GroupedHeads(KernelExercise):
             {"BLOCK": block, "D": d},
             f"b = {b}, h = {h}, h_kv = {h_kv}, t = {t}, s = {s}, BLOCK = {block}, D = {d}",
         )
-        return Case(check, launch, judge_of(launch, expected))
+        main = check == "groups"
+        return Case(check, launch, judge_of(launch, expected, GroupedHeads.parameters, main))
 
 
 EXERCISES = [SlidingWindow, KeyLengths, GroupedHeads]

@@ -186,6 +186,42 @@ WRONG = {
     ),
     # The loads without their mask: the last head's last block reads past the tensor.
     ("ch8-ex-grouped-heads", "an unmasked load"): fill(GROUPED, KV_HEAD=GROUP_OF, LOADED="None"),
+    # Right numbers, but memory that is not the kernel's touched: a store into the NaN before
+    # q, a load of it (thrown away), q overwritten after it is loaded. The page: "It must
+    # never read or write past a tensor"; each costs the check of what the kernel computes.
+    ("ch8-ex-grouped-heads", "a store before q"): fill(
+        GROUPED.replace("    QUERIES\n", "    QUERIES\n    tl.store(q_ptr - 1, 0.0)\n"),
+        KV_HEAD=GROUP_OF,
+        LOADED="offs_n[:, None] < s",
+    ),
+    ("ch8-ex-grouped-heads", "a load before q"): fill(
+        GROUPED.replace(
+            "    QUERIES\n",
+            "    QUERIES\n    junk = tl.load(q_ptr - 1)\n"
+            "    acc += tl.where(junk == junk, 0.0, 0.0)\n",
+        ),
+        KV_HEAD=GROUP_OF,
+        LOADED="offs_n[:, None] < s",
+    ),
+    ("ch8-ex-grouped-heads", "q overwritten"): fill(
+        GROUPED.replace(
+            "    QUERIES\n",
+            "    QUERIES\n    tl.store(q_ptr + at_q, q * 0 + 5.0, mask=offs_m[:, None] < t)\n",
+        ),
+        KV_HEAD=GROUP_OF,
+        LOADED="offs_n[:, None] < s",
+    ),
+    # Only the blocks with a real key, but the last one's padding loaded (masked by s) and
+    # thrown away: right numbers, and the padding read.
+    ("ch8-ex-key-lengths", "padding read, then dropped"): fill(
+        LENGTHS.replace(
+            "        v = tl.load(v_ptr + at_kv, mask=LOADED, other=0.0)\n",
+            "        v = tl.load(v_ptr + at_kv, mask=LOADED, other=0.0)\n"
+            "        k = tl.where(offs_n[:, None] < real, k, 0.0)\n"
+            "        v = tl.where(offs_n[:, None] < real, v, 0.0)\n",
+        ),
+        **{**LENGTHS_RIGHT, "LOADED": "offs_n[:, None] < s"},
+    ),
 }
 FAILED = {
     ("ch8-ex-sliding-window", "no skipping"): ["skips"],
@@ -196,6 +232,18 @@ FAILED = {
     ("ch8-ex-key-lengths", "loads masked by s only"): ["lengths", "skips"],
     ("ch8-ex-grouped-heads", "heads interleaved"): ["groups"],
     ("ch8-ex-grouped-heads", "an unmasked load"): ["groups", "edges"],
+    ("ch8-ex-grouped-heads", "a store before q"): ["groups"],
+    ("ch8-ex-grouped-heads", "a load before q"): ["groups"],
+    ("ch8-ex-grouped-heads", "q overwritten"): ["groups"],
+    ("ch8-ex-key-lengths", "padding read, then dropped"): ["lengths"],
+}
+# What the first failed check says, where it is not the output.
+TOLD = {
+    ("ch8-ex-sliding-window", "an unmasked load"): "the first 1 element(s) past the end of v_ptr",
+    ("ch8-ex-grouped-heads", "a store before q"): "wrote 1 number(s) just outside q_ptr, into",
+    ("ch8-ex-grouped-heads", "a load before q"): "the first 1 element(s) before q_ptr",
+    ("ch8-ex-grouped-heads", "q overwritten"): "number(s) of its input q_ptr: an input is read",
+    ("ch8-ex-key-lengths", "padding read, then dropped"): "padding (its length is",
 }
 
 
@@ -203,6 +251,16 @@ FAILED = {
 def test_a_wrong_kernel_loses_the_checks_it_gets_wrong(label: str, name: str) -> None:
     score = grade_kernel(label, WRONG[(label, name)], seed=1)
     assert [c.name for c in score.checks if not c.passed] == FAILED[(label, name)], failures(score)
+    failed = next(c for c in score.checks if not c.passed)
+    assert TOLD.get((label, name), "") in failed.reason, failed.reason
+
+
+def test_the_functions_of_tl_math_are_tls_own() -> None:
+    """tl.math.exp is tl.exp: in the kernel and in a kernel it calls, a right answer."""
+    source = CORRECT["ch8-ex-sliding-window"].replace("tl.exp(", "tl.math.exp(")
+    source = source.replace("acc / l_i[:, None]", "tl.math.div_rn(acc, l_i[:, None])")
+    assert source.count("tl.math.") == 3
+    assert full_marks(grade_kernel("ch8-ex-sliding-window", source))
 
 
 def test_a_kernel_that_visits_every_block_is_told_which_it_needed_not() -> None:
@@ -265,6 +323,8 @@ def window_kernel{SIGNATURE}:
 """,
     # The right kernel with a parameter of another name.
     "another signature": fill(WINDOW.replace("qk_scale", "scale"), LOW=SKIPS),
+    # The right kernel, its helper refused (a default value): it would not be defined.
+    "a refused helper": fill(WINDOW, LOW=SKIPS).replace("qk_scale):\n", "qk_scale=1):\n", 1),
 }
 
 
@@ -282,6 +342,7 @@ def test_a_lazy_answer_earns_nothing(name: str) -> None:
         ("a kernel that imports", "it imports a module"),
         ("the stub", "the kernel wrote no output"),
         ("another signature", "window_kernel should have the parameters (q_ptr, k_ptr"),
+        ("a refused helper", "window_kernel calls fold, which was not graded: a parameter has"),
     ],
 )
 def test_a_lazy_answer_is_told_why(name: str, reason: str) -> None:

@@ -102,6 +102,10 @@ def test_a_cell_that_does_not_parse_hides_only_its_own_kernels() -> None:
         (kernel(body="    m = tl\n" + BODY), "the module tl as a value"),
         (kernel(body="    tl = 1\n" + BODY), "assigns to tl"),
         (kernel(body="    c = tl.core.builtins\n" + BODY), "reaches into tl.core"),
+        (kernel(body="    c = tl.math.core\n" + BODY), "uses tl.math.core, which is not"),
+        (kernel(body="    c = triton.language.math.wraps\n" + BODY), "uses tl.math.wraps, which"),
+        (kernel(body="    m = tl.math\n" + BODY), "the module tl.math as a value"),
+        (kernel(body="    m = tl.math(1)\n" + BODY), "the module tl.math as a value"),
         (kernel(body="    c = triton.runtime.driver\n" + BODY), "triton.runtime"),
         (kernel(body="    x_ptr.dtype = 1\n" + BODY), "assigns to an attribute"),
         (kernel(body="    yield 1\n"), "generator"),
@@ -124,6 +128,7 @@ def test_plain_kernel_code_is_accepted() -> None:
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=float("-inf")).to(tl.float32)
     y = tl.exp2(x - tl.max(x, axis=0)) * math.log2(math.e)
+    y = tl.math.exp2(y) + triton.language.math.sqrt(y)
     for i in tl.static_range(2):
         y = helper(y) + min(i, 1)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=offs < n)
@@ -135,6 +140,48 @@ def test_plain_kernel_code_is_accepted() -> None:
     assert set(kernels.extract([source]).sources) == {"copy_kernel"}
 
 
+def test_a_kernel_may_name_the_functions_of_tl_math_and_only_those() -> None:
+    """tl.math's functions are tl's own (tl.math.exp2 is tl.exp2); its other attributes are
+    Python."""
+    import triton.language as tl
+    from triton.language import core
+
+    functions = {name for name in dir(tl.math) if core.is_builtin(getattr(tl.math, name))}
+    assert functions == kernels.TL_MATH
+    assert all(getattr(tl.math, name) is getattr(tl, name) for name in functions)
+
+
+HELPER = "@triton.jit\ndef helper(y):\n    return y * 2\n"
+
+
+@pytest.mark.parametrize(
+    ("cells", "reason"),
+    [
+        (
+            [HELPER.replace("(y)", "(y=1)"), kernel(body="    y = helper(n)\n" + BODY)],
+            "copy_kernel calls helper, which was not graded: a parameter has a default value",
+        ),
+        (
+            [
+                HELPER.replace("y * 2", "tl.core.exp(y)"),
+                "@triton.jit\ndef twice(y):\n    return helper(helper(y))\n",
+                kernel(body="    y = twice(n)\n" + BODY),
+            ],
+            "copy_kernel calls twice, which calls helper, which was not graded: it reaches into",
+        ),
+    ],
+)
+def test_a_kernel_that_calls_a_refused_helper_is_told_why(cells: list[str], reason: str) -> None:
+    """Not a NameError where it runs: the helper's own refusal."""
+    why = kernels.problem(kernels.extract(cells), Copy())
+    assert why is not None and why.startswith(reason), why
+
+
+def test_a_kernels_own_name_is_no_call_of_a_helper() -> None:
+    cells = [HELPER.replace("(y)", "(y=1)"), kernel(body="    helper = n\n" + BODY)]
+    assert kernels.problem(kernels.extract(cells), Copy()) is None
+
+
 # --------------------------------------------------------------------- judging a launch
 
 
@@ -143,27 +190,99 @@ def a_launch(traced: bool = False) -> Launch:
     return Launch((1, 1, 1), (Input(x, 4, traced=traced), Output((2, 3), 4), 6), {"BLOCK": 8})
 
 
+def sent_back(
+    output: np.ndarray | None = None,
+    source: np.ndarray | None = None,
+    trace: np.ndarray | None = None,
+    strays: np.ndarray | None = None,
+) -> list[StepResult]:
+    """What the harness sends back for ``a_launch``: a right copy by default (the output's
+    buffer, the input's, the input's trace where given, the strays)."""
+    if output is None:
+        output = np.full(14, SENTINEL, dtype=np.float32)
+        output[4:10] = np.arange(6)
+    if source is None:
+        source = np.full(14, np.nan, dtype=np.float32)
+        source[4:10] = np.arange(6)
+    arrays = [output, source, *([] if trace is None else [trace])]
+    arrays.append(np.zeros((1, 1, 1, 2, 3), dtype=np.int64) if strays is None else strays)
+    return [StepResult([Tensor(array, f"torch.{array.dtype}") for array in arrays])]
+
+
+NAMES = ("x_ptr", "out_ptr", "n", "BLOCK")
+
+
 def test_a_launch_comes_back_as_its_outputs_and_traces() -> None:
-    launch = a_launch(traced=True)
-    buffer = np.full(14, SENTINEL, dtype=np.float32)
-    buffer[4:10] = np.arange(6)
-    touched = np.zeros((1, 1, 1, 14), dtype=np.uint8)
-    touched[..., 4:12] = 1
-    value = [Tensor(buffer, "torch.float32"), Tensor(touched, "torch.uint8")]
-    done = launched([StepResult(value)], launch)
+    trace = np.zeros((1, 1, 1, 14), dtype=np.uint8)
+    trace[..., 4:12] = 1  # addressed, by 8 lanes
+    trace[..., 4:10] = 3  # and read by the 6 live ones
+    done = launched(sent_back(trace=trace), a_launch(traced=True))
     assert isinstance(done, Launched)
     assert done.outputs[0].tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert done.touched[0].dtype == bool and int(done.touched[0].sum()) == 8
+    (addressed,), (read,) = done.addressed, done.read
+    assert addressed.dtype == read.dtype == bool
+    assert np.flatnonzero(addressed).tolist() == list(range(4, 12))
+    assert np.flatnonzero(read).tolist() == list(range(4, 10))
 
 
 def test_a_store_outside_the_output_or_an_exception_is_the_reason() -> None:
     launch = a_launch()
     buffer = np.full(14, SENTINEL, dtype=np.float32)
     buffer[4:11] = 1.0  # one number past the end
-    done = launched([StepResult([Tensor(buffer, "torch.float32")])], launch)
+    done = launched(sent_back(output=buffer), launch)
     assert isinstance(done, str) and "wrote 1 number(s) just outside its output" in done
     raised = launched([StepResult(Raised("IndexError", "out of range"))], launch)
     assert raised == "the kernel raised IndexError: out of range"
+
+
+def stray(kind: int, lanes: int, arg: int, offset: int) -> np.ndarray:
+    strays = np.zeros((1, 1, 1, 2, 3), dtype=np.int64)
+    strays[0, 0, 0, kind] = (lanes, arg, offset)
+    return strays
+
+
+def scribbled(at: int, value: float = 7.0) -> np.ndarray:
+    source = np.full(14, np.nan, dtype=np.float32)
+    source[4:10] = np.arange(6)
+    source[at] = value
+    return source
+
+
+@pytest.mark.parametrize(
+    ("results", "reason"),
+    [
+        # Stores around an input, or into it, as the buffers came back.
+        (sent_back(source=scribbled(3)), "wrote 1 number(s) just outside x_ptr, into memory"),
+        (sent_back(source=scribbled(13)), "wrote 1 number(s) just outside x_ptr"),
+        (sent_back(source=scribbled(5)), "changed 1 number(s) of its input x_ptr: an input is"),
+        # Stores that left no trace in a buffer (NaN over NaN, a number over itself, far away).
+        (sent_back(strays=stray(1, 2, 0, -1)), "program (0, 0) stores 2 number(s) outside its"),
+        (sent_back(strays=stray(1, 1, 0, 2)), "outside its outputs, the first inside x_ptr"),
+        (sent_back(strays=stray(1, 1, -1, 0)), "the first far from every tensor"),
+        # Reads outside every tensor: before one, past the end of one (an output too).
+        (sent_back(strays=stray(0, 1, 0, -1)), "loads 1 number(s) outside the tensors it got, the"),
+        (sent_back(strays=stray(0, 1, 0, -3)), "the first 3 element(s) before x_ptr"),
+        (sent_back(strays=stray(0, 4, 1, 6)), "the first 1 element(s) past the end of out_ptr"),
+    ],
+)
+def test_memory_a_kernel_touches_outside_its_tensors_is_the_reason(
+    results: list[StepResult], reason: str
+) -> None:
+    done = launched(results, a_launch(), NAMES)
+    assert isinstance(done, str) and reason in done, done
+    # A check that judges something else leaves it to the check that judges it.
+    assert isinstance(launched(results, a_launch(), NAMES, trespass=False), Launched)
+
+
+def test_a_nan_read_from_an_input_is_no_change_of_it() -> None:
+    source = np.full(14, np.nan, dtype=np.float32)
+    source[4:10] = [0, 1, np.nan, 3, 4, 5]
+    launch = Launch(
+        (1, 1, 1),
+        (Input(source[4:10].reshape(2, 3), 4), Output((2, 3), 4), 6),
+        {"BLOCK": 8},
+    )
+    assert isinstance(launched(sent_back(source=source), launch, NAMES), Launched)
 
 
 def test_a_launch_is_one_step_of_the_channel(tmp_path: Path) -> None:
@@ -185,30 +304,79 @@ class Copy(KernelExercise):
     checks = (Check("copy", 1, "copies", "Copy."),)
 
 
+def harness_run(
+    tmp_path: Path, body: str, traced: bool = False, trespass: bool = True
+) -> Launched | str:
+    """``copy_kernel`` with this body, launched by the harness (in this process) on 10 numbers
+    with 16 lanes, and read back as a judge reads it."""
+    from grader import kernel_harness
+
+    x = np.arange(10, dtype=np.float32)
+    args = (Input(x, 32, traced=traced), Output((10,), 32), 10)
+    launch = Launch((1, 1, 1), args, {"BLOCK": 16})
+    folder = kernels.prepare(tmp_path, kernels.extract([kernel(body)]), Copy(), [launch])
+    kernel_harness._harness_main("run", str(folder))
+    ((step,),) = channel.read_results(folder, [launch])
+    return launched([step], launch, Copy.parameters, trespass)
+
+
 @pytest.mark.parametrize(
     "read",
     ["tl.load(x_ptr + offs, mask=offs < n)", "tl.atomic_add(x_ptr + offs, 0.0, mask=offs < n)"],
 )
-def test_the_trace_holds_every_element_a_program_reads_masked_lanes_included(
+def test_the_trace_holds_every_element_a_program_reads_masked_lanes_apart(
     read: str, tmp_path: Path
 ) -> None:
-    """Loads and atomics alike; 10 elements read with 16 lanes, the 6 past them masked."""
-    from grader import kernel_harness
-
-    source = kernel(f"""
+    """Loads and atomics alike; 10 elements read with 16 lanes, the 6 past them masked: they
+    are addressed, not read. (An atomic writes to the input too: not judged here.)"""
+    done = harness_run(tmp_path, f"""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, {read}, mask=offs < n)
-    """)
-    x = np.arange(10, dtype=np.float32)
-    launch = Launch((1, 1, 1), (Input(x, 32, traced=True), Output((10,), 32), 10), {"BLOCK": 16})
-    folder = kernels.prepare(tmp_path, kernels.extract([source]), Copy(), [launch])
-    kernel_harness._harness_main("run", str(folder))
-    ((step,),) = channel.read_results(folder, [launch])
-    done = launched([step], launch)
+    """, traced=True, trespass=False)  # fmt: skip
     assert isinstance(done, Launched), done
-    assert done.outputs[0].tolist() == x.tolist()
-    (touched,) = done.touched
-    assert np.flatnonzero(touched[0, 0, 0]).tolist() == list(range(32, 48))
+    assert done.outputs[0].tolist() == list(range(10))
+    (addressed,), (got,) = done.addressed, done.read
+    assert np.flatnonzero(addressed[0, 0, 0]).tolist() == list(range(32, 48))
+    assert np.flatnonzero(got[0, 0, 0]).tolist() == list(range(32, 42))
+
+
+PRELUDE = """
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        # A read just before the input, or far past it, each lane that is not masked.
+        ("y = tl.load(x_ptr - 1)", "loads 1 number(s) outside the tensors it got, the first 1"),
+        ("y = tl.load(x_ptr + offs + 12)", "loads 16 number(s) outside the tensors it got"),
+        ("y = tl.load(x_ptr + offs + 12, mask=offs < 4)", "loads 4 number(s) outside the"),
+        ("y = tl.load(x_ptr + offs + 12)", "the first 3 element(s) past the end of x_ptr"),
+        # Stores around the input, into it, and of what was already there.
+        ("tl.store(x_ptr - 2, 0.0)", "wrote 1 number(s) just outside x_ptr, into memory"),
+        ("tl.store(x_ptr + 3, 0.0)", "changed 1 number(s) of its input x_ptr"),
+        ("tl.store(x_ptr - 2, float('nan'))", "stores 1 number(s) outside its outputs, the first"),
+        ("tl.store(x_ptr + 3, 3.0)", "outside its outputs, the first inside x_ptr"),
+        ("tl.atomic_add(x_ptr + 3, 0.0)", "outside its outputs, the first inside x_ptr"),
+    ],
+)
+def test_the_harness_catches_memory_a_kernel_touches_outside_its_tensors(
+    extra: str, reason: str, tmp_path: Path
+) -> None:
+    done = harness_run(tmp_path, PRELUDE + "    " + extra + "\n")
+    assert isinstance(done, str) and reason in done, done
+
+
+def test_masked_lanes_and_the_output_are_the_kernels_own(tmp_path: Path) -> None:
+    """A masked lane points anywhere; a kernel may read back what it wrote."""
+    done = harness_run(tmp_path, PRELUDE + """
+    y = tl.load(x_ptr + offs - 5, mask=(offs >= 5) & (offs < n + 5), other=0.0)
+    y += tl.load(out_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs - 100, y, mask=offs > 100)
+    """)  # fmt: skip
+    assert isinstance(done, Launched), done
 
 
 def test_one_compile_serves_every_launch_of_the_same_sizes(tmp_path: Path) -> None:

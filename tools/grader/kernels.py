@@ -8,8 +8,9 @@ or a patched triton could answer for it. Instead:
    cells, the last definition of a name winning as it would in the notebook. It refuses what
    is not plain kernel code (:func:`refusal`): another decorator, default values, imports,
    lambdas, nested functions or classes, ``global``, names starting with ``__``, and any name
-   a kernel cannot reach (a kernel uses its arguments, its own variables, ``tl``, ``math``
-   and the other kernels of the notebook).
+   a kernel cannot reach (a kernel uses its arguments, its own variables, ``tl`` (of its
+   submodules, only the functions of ``tl.math``), ``math`` and the other kernels of the
+   notebook). An asked kernel that calls a refused one is not launched, and says why.
 2. :func:`grade_kernels` writes the accepted sources (regenerated from the checked syntax
    tree), the plan and the grader's inputs into a fresh folder, and runs the harness
    (``kernel_harness.py``, sent as text) in a fresh process, in the sandbox the notebooks
@@ -55,6 +56,12 @@ MODULES = ("tl", "triton", "math")
 BUILTINS = frozenset({"range", "min", "max", "len", "float", "int", "isinstance", "print"})
 # Submodules of triton.language: an attribute of one would reach past the language.
 TL_MODULES = frozenset({"core", "extra", "math", "random", "standard", "target_info"})
+# The functions of tl.math (Triton 3.7.1), the one submodule a kernel may name: each is also
+# tl's own. Its other attributes (core, wraps, List, T) are Python, not the language.
+TL_MATH = frozenset(
+    {"abs", "ceil", "cos", "div_rn", "erf", "exp", "exp2", "fdiv", "floor", "fma", "log", "log2"}
+    | {"rsqrt", "sin", "sqrt", "sqrt_rn", "umulhi"}
+)
 
 
 @dataclass
@@ -248,13 +255,19 @@ def _module_uses(node: ast.FunctionDef) -> str | None:
         parent = parents.get(child)
         if not isinstance(parent, ast.Attribute) or parent.value is not child:
             return f"it uses the module {child.id} as a value (write {child.id}.name)"
-        name = parent.attr
+        used, name = parent, parent.attr  # tl.name, or triton.language.name
         if child.id == "triton":
             grand = parents.get(parent)
             if name != "language" or not isinstance(grand, ast.Attribute):
                 return f"it uses triton.{name} (a kernel uses tl, that is triton.language)"
-            name = grand.attr
-        if child.id != "math" and name in TL_MODULES:
+            used, name = grand, grand.attr
+        if child.id != "math" and name == "math":
+            grand = parents.get(used)
+            if not isinstance(grand, ast.Attribute) or grand.value is not used:
+                return "it uses the module tl.math as a value (write tl.math.name)"
+            if grand.attr not in TL_MATH:
+                return f"it uses tl.math.{grand.attr}, which is not a function of tl.math"
+        elif child.id != "math" and name in TL_MODULES:
             return f"it reaches into tl.{name} (use the functions of tl itself)"
     return None
 
@@ -328,6 +341,33 @@ def problem(found: Extracted, exercise: KernelExercise) -> str | None:
             f"{n}: tl.constexpr" if n in exercise.constexprs else n for n in exercise.parameters
         )
         return f"{name} should have the parameters ({wanted})"
+    chain = refused_callee(found, name)
+    if chain:
+        calls = ", which calls ".join(chain[1:])
+        return f"{name} calls {calls}, which was not graded: {found.refused[chain[-1]]}"
+    return None
+
+
+def refused_callee(found: Extracted, name: str) -> list[str] | None:
+    """The calls from kernel ``name`` to a refused kernel (a helper it needs, which would be
+    missing where it runs), as the chain of kernels from ``name`` to it, or None."""
+    chains = {name: [name]}
+    waiting = [name]
+    while waiting:
+        caller = waiting.pop(0)
+        function = ast.parse(found.sources[caller]).body[0]
+        assert isinstance(function, ast.FunctionDef)
+        nodes = list(ast.walk(ast.Module(body=function.body, type_ignores=[])))
+        local = {arg.arg for arg in function.args.args}  # its own names hide kernels
+        local |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for node in nodes:
+            if not isinstance(node, ast.Name) or node.id in chains or node.id in local:
+                continue
+            if node.id in found.refused:
+                return [*chains[caller], node.id]
+            if node.id in found.sources:
+                chains[node.id] = [*chains[caller], node.id]
+                waiting.append(node.id)
     return None
 
 

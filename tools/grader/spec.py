@@ -120,8 +120,9 @@ SENTINEL = 1234.5
 class Input:
     """An array a kernel reads (float32 or int32, contiguous), inside a buffer with ``pad``
     elements of ``fill`` before and after it (NaN by default: a load past the array's end
-    reads NaN). ``traced`` records which of the buffer's elements each program's loads
-    address, lanes switched off by a mask included."""
+    reads NaN). The kernel must leave the buffer as it was. ``traced`` records, for each
+    program, which of the buffer's elements its loads addressed (lanes switched off by a mask
+    included) and which a live lane read."""
 
     array: np.ndarray
     pad: int
@@ -289,45 +290,135 @@ class KernelExercise(GradedExercise):
 class Launched:
     """What one launch left: each :class:`Output` as the kernel wrote it (its shape, NaN where
     it wrote nothing), and for each traced :class:`Input`, whether each program's loads
-    addressed each element of its buffer, ``(gx, gy, gz, pad + size + pad)``."""
+    addressed each element of its buffer (``addressed``, masked lanes included) and whether a
+    live lane read it (``read``), both ``(gx, gy, gz, pad + size + pad)``."""
 
     outputs: tuple[np.ndarray, ...]
-    touched: tuple[np.ndarray, ...]
+    addressed: tuple[np.ndarray, ...]
+    read: tuple[np.ndarray, ...]
 
 
-def launched(results: Sequence[StepResult], launch: Launch) -> Launched | str:
+def launched(
+    results: Sequence[StepResult],
+    launch: Launch,
+    names: Sequence[str] = (),
+    trespass: bool = True,
+) -> Launched | str:
     """The outputs and traces of a launch, or why there are none: it raised (a compile error
-    comes before any launch), or it wrote outside an output."""
+    comes before any launch), or, where ``trespass`` is True, it touched memory that is not
+    its own (:func:`trespassed`; ``names`` are the kernel's parameters, for the reason)."""
     value = results[0].value if results else Raised("NotRun", "the kernel was not launched")
     if isinstance(value, Raised):
         return f"the kernel raised {value.type_name}: {value.message}"
     outputs = [arg for arg in launch.args if isinstance(arg, Output)]
-    inputs = [arg for arg in launch.args if isinstance(arg, Input) and arg.traced]
-    if not isinstance(value, list) or len(value) != len(outputs) + len(inputs):
+    inputs = [arg for arg in launch.args if isinstance(arg, Input)]
+    traced = [arg for arg in inputs if arg.traced]
+    if not isinstance(value, list) or len(value) != len(outputs) + len(inputs) + len(traced) + 1:
         return f"the launch sent back {describe(value)}"
     if not all(isinstance(item, Tensor) for item in value):
         return "the launch sent back something other than arrays"
     arrays = [item.array for item in value]
+    buffers = arrays[: len(outputs) + len(inputs)]
+    tensors: list[Input | Output] = [*outputs, *inputs]
+    for spec, array in zip(tensors, buffers, strict=True):
+        size = math.prod(spec.shape) if isinstance(spec, Output) else spec.array.size
+        if array.shape != (size + 2 * spec.pad,):
+            return f"a tensor's buffer came back with {array.shape} elements"
+    strays = arrays[-1]
+    if strays.shape != (*launch.grid, 2, 3):
+        return f"the strays came back with shape {strays.shape}"
+    if trespass:
+        why = trespassed(launch, buffers, strays, names)
+        if why:
+            return why
     shaped = []
-    for output, array in zip(outputs, arrays, strict=False):
-        size = math.prod(output.shape)
-        if array.shape != (size + 2 * output.pad,):
-            return f"an output came back with {array.shape} elements"
-        around = np.concatenate([array[: output.pad], array[output.pad + size :]])
-        changed = int((around != SENTINEL).sum())
-        if changed:
+    for output, array in zip(outputs, buffers, strict=False):
+        shaped.append(array[output.pad : output.pad + math.prod(output.shape)])
+        shaped[-1] = shaped[-1].reshape(output.shape)
+    addressed, read = [], []
+    for spec, array in zip(traced, arrays[len(buffers) : -1], strict=True):
+        expected = (*launch.grid, spec.array.size + 2 * spec.pad)
+        if array.shape != expected:
+            return f"a trace came back with shape {array.shape}, not {expected}"
+        addressed.append(array != 0)
+        read.append(array & 2 != 0)
+    return Launched(tuple(shaped), tuple(addressed), tuple(read))
+
+
+def trespassed(
+    launch: Launch, buffers: Sequence[np.ndarray], strays: np.ndarray, names: Sequence[str]
+) -> str | None:
+    """Why a launch touched memory that is not its own, or None: a store around an output, or
+    into an input or around it; a store, or a read, outside what the kernel was given.
+
+    Args:
+        launch: the launch.
+        buffers: each output's buffer, then each input's, as the launch left them.
+        strays: ``(gx, gy, gz, 2, 3)``, for each program its reads then its stores: how many
+            live lanes addressed memory outside every tensor (outside every output, for a
+            store), then where the first one did: the argument whose buffer holds it (-1: none
+            does) and its offset from that tensor's first element, in elements.
+        names: the kernel's parameters, to name a tensor (argument N where missing).
+    """
+    outputs = [(i, arg) for i, arg in enumerate(launch.args) if isinstance(arg, Output)]
+    inputs = [(i, arg) for i, arg in enumerate(launch.args) if isinstance(arg, Input)]
+    tensors: list[tuple[int, Input | Output]] = [*outputs, *inputs]  # as the buffers came
+
+    def name(arg: int) -> str:
+        return names[arg] if arg < len(names) else f"argument {arg + 1}"
+
+    for (index, spec), array in zip(tensors, buffers, strict=True):
+        pad = spec.pad
+        inner = array[pad : array.size - pad]
+        around = np.concatenate([array[:pad], array[array.size - pad :]])
+        fill = SENTINEL if isinstance(spec, Output) else spec.fill
+        changed = _changed(around, np.full_like(around, fill))
+        if changed and isinstance(spec, Output):
             return (
                 f"the kernel wrote {changed} number(s) just outside its output tensor, "
                 "into memory that is not its own: a store whose mask lets lanes past the end"
             )
-        shaped.append(array[output.pad : output.pad + size].reshape(output.shape))
-    touched = []
-    for spec, array in zip(inputs, arrays[len(outputs) :], strict=True):
-        expected = (*launch.grid, spec.array.size + 2 * spec.pad)
-        if array.shape != expected:
-            return f"a trace came back with shape {array.shape}, not {expected}"
-        touched.append(array.astype(bool))
-    return Launched(tuple(shaped), tuple(touched))
+        if changed:
+            return (
+                f"the kernel wrote {changed} number(s) just outside {name(index)}, "
+                "into memory that is not its own"
+            )
+        changed = 0 if isinstance(spec, Output) else _changed(inner, spec.array.reshape(-1))
+        if changed:
+            return (
+                f"the kernel changed {changed} number(s) of its input {name(index)}: "
+                "an input is read, never written"
+            )
+    for kind, verb, what in ((1, "stores", "its outputs"), (0, "loads", "the tensors it got")):
+        programs = np.argwhere(strays[..., kind, 0] > 0)
+        if programs.size:
+            x, y, z = (int(i) for i in programs[0])
+            lanes, arg, offset = (int(i) for i in strays[x, y, z, kind])
+            where = _place(arg, offset, launch, name)
+            program = (x, y) if launch.grid[2] == 1 else (x, y, z)
+            return f"program {program} {verb} {lanes} number(s) outside {what}, the first {where}"
+    return None
+
+
+def _changed(got: np.ndarray, expected: np.ndarray) -> int:
+    """How many numbers differ (NaN equals NaN)."""
+    same = got == expected
+    if got.dtype.kind == "f":
+        same |= np.isnan(got) & np.isnan(expected)
+    return int((~same).sum())
+
+
+def _place(arg: int, offset: int, launch: Launch, name: Callable[[int], str]) -> str:
+    """Where a stray lane addressed, in words, from the argument whose buffer holds it."""
+    spec = launch.args[arg] if 0 <= arg < len(launch.args) else None
+    if not isinstance(spec, Input | Output):
+        return "far from every tensor"
+    size = spec.array.size if isinstance(spec, Input) else math.prod(spec.shape)
+    if offset < 0:
+        return f"{-offset} element(s) before {name(arg)}"
+    if offset >= size:
+        return f"{offset - size + 1} element(s) past the end of {name(arg)}"
+    return f"inside {name(arg)}"
 
 
 def value_of(results: Sequence[StepResult], index: int = -1) -> Returned:
