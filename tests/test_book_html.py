@@ -6,6 +6,7 @@ the pipeline, not a reason to pass.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -28,7 +29,9 @@ NOTEBOOKS = chapter_notebooks()
 IDS = [path.stem for path in NOTEBOOKS]
 
 
+@functools.cache
 def page(name: str) -> BeautifulSoup:
+    """The built page, parsed once for every test that reads it (the tests only read it)."""
     path = BUILD_HTML / f"{name}.html"
     assert path.exists(), f"{path} is missing: build the book with `make book` first"
     return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
