@@ -16,6 +16,15 @@ import attention_from_scratch as afs
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Test processes side by side (make JOBS, pytest-xdist) share the cores: the kernels and scripts
+# each one starts get a share of them, as the grader gives its kernels (tools/grader/folder.py).
+# torch's default, a thread per core in every process, oversubscribes the cores, and OpenMP
+# threads then spend their time waiting on each other.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 
 @pytest.fixture
 def toy_tokens() -> list[str]:
