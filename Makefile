@@ -49,9 +49,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The unit tests and the HTML checks (which mostly wait on Chromium) run JOBS test files side
-# by side (pytest-xdist; JOBS=1 runs one at a time). The slow tests run one at a time: the
-# grader already runs two kernels at once.
+# The unit tests, the slow tests and the HTML checks run JOBS test files side by side
+# (pytest-xdist; JOBS=1 runs one at a time). Each test process's kernels and scripts get a
+# share of the cores (tests/conftest.py): much of a slow test waits (on a pip install, a
+# timeout, a single kernel), and the other process fills the cores meanwhile.
 JOBS ?= 2
 PARALLEL := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
 
@@ -63,7 +64,7 @@ unit: $(STAMP)
 # that installs the package as Colab does; the student edition runs once more. The book
 # build is the only other execution.
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest -m slow $(PARALLEL)
 
 # Every chapter through nbmake alone, for a quick local check.
 nbmake: $(STAMP)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import nbformat
@@ -22,48 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import grader  # noqa: E402
+import nbgrader_env  # noqa: E402
 import nbgrader_export  # noqa: E402
 import student_edition  # noqa: E402
 
-NBGRADER = "nbgrader==0.9.6"
-# nbgrader and its Jupyter server live in an environment of their own (they are not what
-# learners install); the course's environment is added to it, so its kernels import torch
-# and the course package as a student's would.
-NBGRADER_ENV = (
-    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    / "attention-from-scratch"
-    / "nbgrader-0.9.6-env"
-)  # outside the repository: the book build and the linters must not read it
 CHAPTER = ROOT / "book" / "01_simplified_attention.ipynb"
 ASSIGNMENT = "ch1"
 BROKEN = "ch1-ex-temperature"
 GRADED = ROOT / "grading" / "ch1.py"
-
-
-BIN = NBGRADER_ENV / ("Scripts" if os.name == "nt" else "bin")
-
-
-def nbgrader_env() -> Path:
-    python = BIN / ("python.exe" if os.name == "nt" else "python")
-    if not (NBGRADER_ENV / ".ready").exists():
-        shutil.rmtree(NBGRADER_ENV, ignore_errors=True)
-        NBGRADER_ENV.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", str(NBGRADER_ENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", NBGRADER], check=True)
-        (NBGRADER_ENV / ".ready").touch()
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    # The environment is shared by every checkout of this user: point it, each time, at the
-    # environment (and so the course package) of the checkout under test.
-    ours = sysconfig.get_paths()["purelib"]
-    Path(purelib, "course-environment.pth").write_text(
-        f"import site; site.addsitedir({ours!r})\n", encoding="utf-8"
-    )
-    return python
 
 
 def nbgrader(python: Path, course: Path, *args: str) -> str:
@@ -107,7 +71,7 @@ def broken(nb: nbformat.NotebookNode, marker: str) -> nbformat.NotebookNode:
 
 @pytest.mark.slow
 def test_nbgrader_scores_each_exercise_as_make_grade_does(tmp_path: Path) -> None:
-    python = nbgrader_env()
+    python = nbgrader_env.python()  # made in the background since the session began
     course = tmp_path / "course"
     nbgrader_export.export(course, [1])
     assert (course / "nbgrader_config.py").is_file()

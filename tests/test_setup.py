@@ -186,7 +186,7 @@ TEST_STEPS = {
     "prerequisites": ["python3 tools/prerequisites.py test"],
     "lint": ["ruff check .", "ruff format --check .", "mypy"],
     "unit": ['python -m pytest -m "not book and not slow" -n 2 --dist loadfile'],
-    "notebooks": ["python -m pytest -m slow"],
+    "notebooks": ["python -m pytest -m slow -n 2 --dist loadfile"],
     "book-fresh": ["rm -rf _build", "make book"],  # then what `make book` runs
     "html-checks": ["python -m pytest -m book -n 2 --dist loadfile"],
     "workflows": [
